@@ -1,0 +1,3 @@
+"""patchkit: reversible profiler patches for RL training stacks."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Built-in patchkit recipes, one YAML file each; shipped inside the wheel."""
