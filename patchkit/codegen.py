@@ -1,0 +1,95 @@
+"""The lines patchkit inserts, built from validated recipe values.
+
+Strings become JSON-escaped ASCII literals (valid Python, whatever the
+target file's encoding), names were validated when the recipe was loaded,
+and guard expressions were parsed then.  Every line ends with the marker
+``# patchkit:<recipe-id>`` so it can be found and taken out again.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+from typing import Any, List, Optional
+
+from .model import MARKER, Point, Settings
+
+RUNTIME = "_patchkit_runtime"
+
+
+def marker(recipe_id: str) -> str:
+    return f"  # {MARKER}:{recipe_id}"
+
+
+def marker_re(recipe_id: Optional[str] = None) -> "re.Pattern[str]":
+    """A line patchkit added (for one recipe, or any); the id is group 1."""
+    rid = re.escape(recipe_id) if recipe_id else r"[a-z0-9][a-z0-9._-]*"
+    return re.compile(r"^[^\r\n]*\S  # " + MARKER + r":(" + rid + r")(?:\r\n|\r|\n|$)", re.M)
+
+
+def literal(value: Any) -> str:
+    """Python source for a plain value; never anything but a literal."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return json.dumps(value)  # ASCII-only, double quotes, valid Python escapes
+    if isinstance(value, (tuple, list)):
+        items = [literal(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    raise TypeError(f"no literal for {type(value).__name__}")
+
+
+def header_lines(settings: Settings) -> List[str]:
+    """The two module-level lines: the runtime import and the recipe's settings."""
+    rid = settings.id
+    kwargs = ", ".join(f"{k}={literal(v)}" for k, v in settings.runtime_settings().items())
+    return [
+        f"import patchkit.runtime as {RUNTIME}{marker(rid)}",
+        f"{RUNTIME}.configure({literal(rid)}, {kwargs}){marker(rid)}",
+    ]
+
+
+def _key_and_guard(settings: Settings, point: Point):
+    """The capture key (a literal or an expression choosing the role) and the guard."""
+    recipe = settings.recipe
+    guards = [g for g in (recipe.guard, point.guard) if g]
+    key = literal(recipe.id)
+    if recipe.roles:
+        role = settings.choice("role")
+        roles = dict(recipe.roles)
+        if role in (None, "all"):
+            key = " else ".join(f"{literal(recipe.id + '/' + name)} if ({expr})" for name, expr in recipe.roles)
+            key += " else None"
+        else:
+            key = literal(f"{recipe.id}/{role}")
+            guards.append(roles[role])
+    guard = " and ".join(f"({g})" for g in guards) if len(guards) > 1 else (guards[0] if guards else None)
+    return key, guard
+
+
+def call_statement(settings: Settings, point: Point) -> str:
+    key, guard = _key_and_guard(settings, point)
+    call = f"{RUNTIME}.{point.action}({key})"
+    return (f"if {guard}: {call}" if guard else call) + marker(settings.id)
+
+
+def exit_decorator(settings: Settings, point: Point, func: ast.AST) -> str:
+    """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the method's own parameters."""
+    key, guard = _key_and_guard(settings, point)
+    args = copy.deepcopy(func.args)
+    for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+        arg.annotation = None
+        arg.type_comment = None
+
+    def lam(expr: str) -> str:
+        node = ast.Expression(ast.Lambda(args=args, body=ast.parse(expr, mode="eval").body))
+        return ast.unparse(ast.fix_missing_locations(node))
+
+    parts = [lam(key) if key.endswith("else None") else key]
+    if guard:
+        parts.append(lam(guard))
+    return f"@{RUNTIME}.on_exit({', '.join(parts)}){marker(settings.id)}"

@@ -1,0 +1,204 @@
+"""Every data shape patchkit passes between its layers, as frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from .errors import Location
+
+# The users' vocabulary (DESIGN.md).
+BACKENDS = ("npu", "torch", "nsys")
+LEVELS = ("level_none", "level0", "level1", "level2")
+CONTENTS = ("npu", "cpu", "memory", "shapes", "module", "stack")
+EXPORT_TYPES = ("text", "db")
+POSITIONS = (
+    "method_start",
+    "method_end",
+    "on_exit",
+    "after_call",
+    "before_call",
+    "before_loop",
+    "loop_start",
+    "loop_end",
+)
+ACTIONS = ("start", "step")
+SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
+
+MARKER = "patchkit"
+
+
+@dataclass(frozen=True)
+class Target:
+    package: str
+    distribution: str
+    versions: str
+    files: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Profiler:
+    level: str = "level0"
+    contents: Tuple[str, ...] = ("cpu", "npu")
+    export_type: str = "text"
+    analysis: bool = False
+    save_path: str = "./outputs/patchkit"
+    ranks: Union[str, Tuple[int, ...]] = "all"
+    mstx: bool = False
+
+
+@dataclass(frozen=True)
+class Schedule:
+    wait: int = 0
+    warmup: int = 0
+    active: int = 1
+    repeat: int = 1
+    skip_first: int = 0
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    choices: Tuple[str, ...]
+    default: str
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class LoopSelector:
+    """Which loop: all given fields must hold. ``iter`` unwraps enumerate/zip."""
+
+    iter: Optional[str] = None
+    target: Optional[str] = None
+    calls: Optional[str] = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.iter:
+            parts.append(f"over {self.iter}")
+        if self.target:
+            parts.append(f"with target {self.target}")
+        if self.calls:
+            parts.append(f"innermost calling {self.calls}")
+        return "loop " + " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Point:
+    cls: str
+    method: str
+    at: str
+    action: str = "step"
+    call: Optional[str] = None
+    loop: Tuple[LoopSelector, ...] = ()
+    when: Tuple[Tuple[str, str], ...] = ()
+    guard: Optional[str] = None
+    count: Optional[int] = 1  # None: one or more
+    files: Tuple[str, ...] = ()
+    where: Optional[Location] = None
+
+    def describe(self) -> str:
+        what = {"after_call": f"after {self.call}", "before_call": f"before {self.call}"}.get(self.at, self.at)
+        if self.loop:
+            what += " of the " + " / ".join(s.describe() for s in self.loop)
+        return f"{self.action} {what} in {self.cls}.{self.method}"
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    before: str
+    after: Optional[str] = None  # None: must stay unchanged
+    options: Tuple[Tuple[str, str], ...] = ()
+    reason: Optional[str] = None
+    where: Optional[Location] = None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    id: str
+    description: str
+    target: Target
+    backend: str
+    profiler: Profiler
+    schedule: Schedule
+    options: Tuple[Option, ...] = ()
+    roles: Tuple[Tuple[str, str], ...] = ()
+    guard: Optional[str] = None
+    points: Tuple[Point, ...] = ()
+    notes: Tuple[str, ...] = ()
+    examples: Tuple[Example, ...] = ()
+    path: str = "<recipe>"
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def option(self, name: str) -> Optional[Option]:
+        return next((o for o in self.options if o.name == name), None)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A recipe with its options chosen and overrides applied: what the engine needs."""
+
+    recipe: Recipe
+    choices: Tuple[Tuple[str, str], ...] = ()
+    overrides: Tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.recipe.id
+
+    def choice(self, name: str) -> Optional[str]:
+        return dict(self.choices).get(name)
+
+    def active_points(self) -> Tuple[Point, ...]:
+        chosen = dict(self.choices)
+        return tuple(p for p in self.recipe.points if all(chosen.get(k) == v for k, v in p.when))
+
+    def runtime_settings(self) -> Dict[str, Any]:
+        """The keyword arguments of ``patchkit.runtime.configure``, in a stable order."""
+        r = self.recipe
+        p, s = r.profiler, r.schedule
+        return {
+            "backend": r.backend,
+            "level": p.level,
+            "contents": tuple(p.contents),
+            "export_type": p.export_type,
+            "analysis": p.analysis,
+            "save_path": p.save_path,
+            "ranks": p.ranks if isinstance(p.ranks, str) else tuple(p.ranks),
+            "wait": s.wait,
+            "warmup": s.warmup,
+            "active": s.active,
+            "repeat": s.repeat,
+            "skip_first": s.skip_first,
+            "mstx": p.mstx,
+        }
+
+
+@dataclass(frozen=True)
+class Insertion:
+    """One line patchkit adds: before 0-based line ``index`` of the original text."""
+
+    index: int
+    text: str  # without newline
+
+
+@dataclass(frozen=True)
+class Applied:
+    text: str
+    insertions: Tuple[Insertion, ...]
+
+
+@dataclass(frozen=True)
+class AlreadyApplied:
+    text: str
+
+
+@dataclass(frozen=True)
+class CannotApply:
+    reason: str
+    line: Optional[int] = None
+    col: Optional[int] = None
+
+
+TransformResult = Union[Applied, AlreadyApplied, CannotApply]

@@ -1,0 +1,22 @@
+"""Points next to the statement that calls a given function: ``after_call`` and ``before_call``.
+
+The statement may sit at any depth in the method (inside ``with``, ``if``,
+loops), never inside a nested function; the line goes into the same block.
+The call must be the statement's value (``x = f()``, ``f()``, ``x: T = f()``,
+``x += f()``, possibly awaited), so a call buried in an argument is not an anchor.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ..model import Point
+from . import Scan, Site, expect, register
+
+
+@register("after_call", "before_call")
+def next_to_call(scan: Scan, point: Point) -> List[Site]:
+    found = [s for s in scan.statements if point.call in s.calls]
+    found = expect(point, found, f"statement calling {point.call}", scan)
+    shift = 1 if point.at == "after_call" else 0
+    return [Site(s.block, s.index + shift) for s in found]

@@ -1,0 +1,530 @@
+"""Recipe files: YAML in, a validated :class:`~patchkit.model.Recipe` out.
+
+The format is strict: unknown keys, wrong types and unknown words are errors
+that point at ``recipe.yaml:line:col`` and say what to do.  ``KEY=VALUE``
+overrides from the command line are applied to the YAML data before it is
+validated, so they go through exactly the same checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import yaml
+
+from . import model as m
+from .errors import Location, OverrideError, RecipeError
+from .yamlpos import KEY, Marks, load
+
+FORMAT_KEYS = {
+    "id": "the recipe's name: the file name without .yaml",
+    "description": "one paragraph: what the recipe captures",
+    "target": "what it patches: package, distribution, versions, files",
+    "backend": "npu | torch | nsys",
+    "profiler": "level, contents, export_type, analysis, save_path, ranks, mstx",
+    "schedule": "wait, warmup, active, repeat, skip_first",
+    "options": "named choices set as name=value on the command line",
+    "roles": "role name -> expression telling that role apart at run time",
+    "guard": "an expression that must hold for a step to count",
+    "points": "where the start and step calls go",
+    "notes": "known conflicts, printed by show and apply",
+    "examples": "before/after sources the tests and `patchkit test` run",
+}
+REQUIRED = ("id", "description", "target", "points")
+TARGET_KEYS = ("package", "distribution", "versions", "files")
+PROFILER_KEYS = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
+POINT_KEYS = ("class", "method", "at", "action", "call", "loop", "when", "guard", "count", "files")
+LOOP_KEYS = ("iter", "target", "calls")
+OPTION_KEYS = ("choices", "default", "help")
+EXAMPLE_KEYS = ("name", "options", "before", "after", "unchanged", "reason")
+
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+OVERRIDABLE = ("backend", "profiler", "schedule")
+
+
+def is_identifier(name: Any) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def is_dotted(name: Any) -> bool:
+    return isinstance(name, str) and bool(DOTTED_RE.match(name)) and not any(
+        keyword.iskeyword(part) for part in name.split(".")
+    )
+
+
+class _Reader:
+    """Typed access to the YAML data, raising errors at the right line."""
+
+    def __init__(self, data: Any, marks: Marks, path: str, overridden: Mapping[Tuple[Any, ...], str]):
+        self.data, self.marks, self.path, self.overridden = data, marks, path, overridden
+
+    def where(self, here: Tuple[Any, ...], key: bool = False) -> Location:
+        probe = here + (KEY,) if key else here
+        while probe and probe not in self.marks:
+            probe = probe[:-1]
+        line, col = self.marks.get(probe, (None, None))
+        return Location(self.path, line, col)
+
+    def fail(self, here: Tuple[Any, ...], message: str, hint: str, key: bool = False) -> RecipeError:
+        for n in range(len(here), 0, -1):
+            if here[:n] in self.overridden:
+                return OverrideError(f"{self.overridden[here[:n]]}: {message}", Location("<command line>"), hint)
+        return RecipeError(message, self.where(here, key), hint)
+
+    def get(self, here: Tuple[Any, ...]) -> Any:
+        value = self.data
+        for part in here:
+            value = value[part]
+        return value
+
+    def mapping(self, here: Tuple[Any, ...], allowed: Iterable[str], required: Iterable[str] = ()) -> Dict[str, Any]:
+        value = self.get(here)
+        name = ".".join(map(str, here)) or "the recipe"
+        if not isinstance(value, dict):
+            raise self.fail(here, f"{name} must be a mapping, not {_kind(value)}",
+                            "write it as `key: value` lines indented under its name")
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                raise self.fail(here + (key,), f"unknown key {key!r} in {name}",
+                                f"valid keys: {', '.join(allowed)}", key=True)
+        for key in required:
+            if key not in value:
+                raise self.fail(here, f"{name} is missing the required key {key!r}",
+                                f"add `{key}:`; see the recipe format in README.md")
+        return value
+
+    def string(self, here: Tuple[Any, ...], what: str = "a string") -> str:
+        value = self.get(here)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(here, f"{_name(here)} must be {what}, not {_kind(value)}",
+                            f"write {_name(here)} as {what}")
+        return value
+
+    def integer(self, here: Tuple[Any, ...], minimum: int) -> int:
+        value = self.get(here)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(here, f"{_name(here)} must be an integer, not {_kind(value)}",
+                            f"write a whole number of at least {minimum}")
+        if value < minimum:
+            raise self.fail(here, f"{_name(here)} must be at least {minimum}, not {value}",
+                            f"use a whole number of at least {minimum}")
+        return value
+
+    def boolean(self, here: Tuple[Any, ...]) -> bool:
+        value = self.get(here)
+        if not isinstance(value, bool):
+            raise self.fail(here, f"{_name(here)} must be true or false, not {_kind(value)}",
+                            "write true or false")
+        return value
+
+    def word(self, here: Tuple[Any, ...], allowed: Sequence[str]) -> str:
+        value = self.get(here)
+        if not isinstance(value, str) or value not in allowed:
+            raise self.fail(here, f"{_name(here)} must be one of {', '.join(allowed)}; got {value!r}",
+                            f"pick one of: {', '.join(allowed)}")
+        return value
+
+    def strings(self, here: Tuple[Any, ...], allowed: Optional[Sequence[str]] = None, nonempty: bool = True) -> List[str]:
+        value = self.get(here)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or (nonempty and not value):
+            raise self.fail(here, f"{_name(here)} must be a non-empty list, not {_kind(value)}",
+                            "write a list such as [a, b]")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or (allowed is not None and item not in allowed):
+                sub = here + (i,) if isinstance(self.get(here), list) else here
+                what = f"one of {', '.join(allowed)}" if allowed else "a string"
+                raise self.fail(sub, f"{_name(here)} entries must be {what}; got {item!r}",
+                                f"use only {what}")
+            out.append(item)
+        return out
+
+    def expression(self, here: Tuple[Any, ...]) -> str:
+        text = self.string(here, "a Python expression")
+        return check_expression(text, lambda msg: self.fail(here, msg, "write one Python expression on one line, e.g. `self.actor_optimizer is None`"))
+
+
+def check_expression(text: str, fail) -> str:
+    """Parse a guard expression; return it normalised to one line."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise fail(f"not a valid Python expression: {text.strip()!r} ({exc.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            raise fail(f"{type(node).__name__.lower()} is not allowed in a guard: {text.strip()!r}")
+    if "\n" in text.strip() or "#" in text:
+        normalised = ast.unparse(tree) if hasattr(ast, "unparse") else None
+        if normalised is None or "\n" in normalised:
+            raise fail(f"a guard must fit on one line: {text.strip()!r}")
+        return normalised
+    return text.strip()
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _name(here: Tuple[Any, ...]) -> str:
+    parts = [str(p) if not isinstance(p, int) else f"[{p}]" for p in here]
+    return ".".join(parts).replace(".[", "[") or "value"
+
+
+# ---------------------------------------------------------------- loading
+
+def read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RecipeError(f"cannot read recipe: {exc.strerror}", Location(str(path)),
+                          "pass a built-in recipe id (see `patchkit list`) or the path of a .yaml file") from None
+    if b"\x00" in raw:
+        raise RecipeError("not a text file (it contains NUL bytes)", Location(str(path)),
+                          "a recipe is a UTF-8 YAML file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise RecipeError("not UTF-8 text", Location(str(path), line),
+                          "save the recipe as UTF-8") from None
+
+
+def load_recipe(path: Path, overrides: Sequence[str] = (), check_id: bool = True) -> m.Settings:
+    """Read, override and validate one recipe file."""
+    text = read_text(path)
+    data, marks = load(text, str(path))
+    return parse_recipe(data, marks, str(path), overrides, expected_id=path.stem if check_id else None)
+
+
+def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = (),
+                 expected_id: Optional[str] = None) -> m.Settings:
+    if data is None:
+        raise RecipeError("the recipe is empty", Location(path), "a recipe is a YAML mapping; see README.md")
+    if not isinstance(data, dict):
+        raise RecipeError(f"a recipe must be a YAML mapping, not {_kind(data)}", Location(path, 1, 1),
+                          "start the file with `id: <name>`; see the recipe format in README.md")
+    options_data = data.get("options")
+    data, overridden, chosen = apply_overrides(data, overrides, options_data)
+    r = _Reader(data, marks, path, overridden)
+    r.mapping((), FORMAT_KEYS, REQUIRED)
+
+    rid = r.string(("id",))
+    if not ID_RE.match(rid):
+        raise r.fail(("id",), f"id {rid!r} is not a valid recipe id",
+                     "use lower-case letters, digits, '-', '.' and '_' (e.g. verl-fsdp-update)")
+    if expected_id is not None and rid != expected_id:
+        raise r.fail(("id",), f"id {rid!r} does not match the file name {expected_id + '.yaml'!r}",
+                     f"set `id: {expected_id}` or rename the file to {rid}.yaml")
+    description = r.string(("description",))
+
+    target = _target(r)
+    backend = r.word(("backend",), m.BACKENDS) if "backend" in data else "npu"
+    profiler = _profiler(r) if "profiler" in data else m.Profiler(save_path=f"./outputs/patchkit/{rid}")
+    schedule = _schedule(r) if "schedule" in data else m.Schedule()
+    options = _options(r) if "options" in data else ()
+    roles = _roles(r, options) if "roles" in data else ()
+    guard = r.expression(("guard",)) if "guard" in data else None
+    points = _points(r, options)
+    notes = tuple(r.strings(("notes",))) if "notes" in data else ()
+    examples = _examples(r, options) if "examples" in data else ()
+
+    choices = []
+    for option in options:
+        value = chosen.get(option.name, option.default)
+        if value not in option.choices:
+            raise OverrideError(f"{option.name}={value}: not one of {', '.join(option.choices)}",
+                                Location("<command line>"), f"use {option.name}=" + "|".join(option.choices))
+        choices.append((option.name, value))
+
+    recipe = m.Recipe(id=rid, description=description.strip(), target=target, backend=backend,
+                      profiler=profiler, schedule=schedule, options=options, roles=roles, guard=guard,
+                      points=points, notes=notes, examples=examples, path=path, raw=data)
+    settings = m.Settings(recipe=recipe, choices=tuple(choices), overrides=tuple(overrides))
+    if not settings.active_points():
+        raise RecipeError("no point is in use with the chosen options " + str(dict(choices)), Location(path),
+                          "give at least one point a `when:` that matches, or none at all")
+    from .backends import validate as backend_problems  # backend-specific checks (no torch import)
+
+    for problem in backend_problems(settings.runtime_settings()):
+        raise r.fail(("profiler",) if "profiler" in data else (), problem,
+                     "change the value in the recipe or override it, e.g. profiler.save_path=./outputs/x")
+    return settings
+
+
+def _target(r: _Reader) -> m.Target:
+    t = r.mapping(("target",), TARGET_KEYS, ("package", "files"))
+    package = r.string(("target", "package"))
+    if not is_identifier(package):
+        raise r.fail(("target", "package"), f"package {package!r} is not a top-level import name",
+                     "write the name you would `import`, e.g. vllm_ascend")
+    distribution = r.string(("target", "distribution")) if "distribution" in t else package
+    versions = r.string(("target", "versions")) if "versions" in t else ""
+    if versions:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(versions)
+        except InvalidSpecifier:
+            raise r.fail(("target", "versions"), f"not a PEP 440 version specifier: {versions!r}",
+                         "write e.g. \">=0.4,<0.8\"") from None
+    files = r.strings(("target", "files"))
+    for i, f in enumerate(files):
+        _check_relative(r, ("target", "files", i), f)
+    return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files))
+
+
+def _check_relative(r: _Reader, here: Tuple[Any, ...], f: str) -> None:
+    p = Path(f)
+    if p.is_absolute() or f.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", f):
+        raise r.fail(here, f"target file {f!r} is absolute", "write paths relative to the package root, e.g. verl/workers/actor/dp_actor.py")
+    if ".." in p.parts or "\\" in f:
+        raise r.fail(here, f"target file {f!r} leaves the root", "write a path inside the root, with / separators and no '..'")
+    if not f.endswith(".py"):
+        raise r.fail(here, f"target file {f!r} is not a .py file", "point at a Python source file")
+
+
+def _profiler(r: _Reader) -> m.Profiler:
+    p = r.mapping(("profiler",), PROFILER_KEYS)
+    rid = r.data["id"]
+    here = ("profiler",)
+    ranks: Any = "all"
+    if "ranks" in p:
+        value = p["ranks"]
+        if value != "all":
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = [value]
+            if not isinstance(value, list) or not value or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+            ):
+                raise r.fail(here + ("ranks",), f"profiler.ranks must be `all` or a list of ranks, not {value!r}",
+                             "write ranks: all, or ranks: [0, 1]")
+            ranks = tuple(sorted(set(value)))
+    save_path = r.string(here + ("save_path",)) if "save_path" in p else f"./outputs/patchkit/{rid}"
+    if "\x00" in save_path:
+        raise r.fail(here + ("save_path",), "profiler.save_path contains a NUL byte", "use a plain directory path")
+    return m.Profiler(
+        level=r.word(here + ("level",), m.LEVELS) if "level" in p else "level0",
+        contents=tuple(r.strings(here + ("contents",), m.CONTENTS)) if "contents" in p else ("cpu", "npu"),
+        export_type=r.word(here + ("export_type",), m.EXPORT_TYPES) if "export_type" in p else "text",
+        analysis=r.boolean(here + ("analysis",)) if "analysis" in p else False,
+        save_path=save_path,
+        ranks=ranks,
+        mstx=r.boolean(here + ("mstx",)) if "mstx" in p else False,
+    )
+
+
+def _schedule(r: _Reader) -> m.Schedule:
+    s = r.mapping(("schedule",), m.SCHEDULE_KEYS)
+    values = {k: r.integer(("schedule", k), 1 if k == "active" else 0) for k in m.SCHEDULE_KEYS if k in s}
+    return m.Schedule(**values)
+
+
+def _options(r: _Reader) -> Tuple[m.Option, ...]:
+    opts = r.get(("options",))
+    if not isinstance(opts, dict) or not opts:
+        raise r.fail(("options",), "options must be a mapping of option names",
+                     "write e.g. `granularity: {choices: [mini, micro], default: mini}`")
+    out = []
+    for name in opts:
+        here = ("options", name)
+        if not is_identifier(name) or name in OVERRIDABLE:
+            raise r.fail(here, f"option name {name!r} is not a valid name", "use a plain lower-case word such as granularity", key=True)
+        o = r.mapping(here, OPTION_KEYS, ("choices", "default"))
+        choices = r.strings(here + ("choices",))
+        for i, c in enumerate(choices):
+            if not is_identifier(c):
+                raise r.fail(here + ("choices", i), f"choice {c!r} is not a plain word", "use letters, digits and _")
+        default = r.string(here + ("default",))
+        if default not in choices:
+            raise r.fail(here + ("default",), f"default {default!r} is not one of the choices {choices}",
+                         "pick the default among the choices")
+        out.append(m.Option(name, tuple(choices), default, r.string(here + ("help",)) if "help" in o else ""))
+    return tuple(out)
+
+
+def _roles(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[Tuple[str, str], ...]:
+    roles = r.get(("roles",))
+    if not isinstance(roles, dict) or not roles:
+        raise r.fail(("roles",), "roles must map each role name to an expression",
+                     "write e.g. `ref: self.actor_optimizer is None`")
+    out = []
+    for name in roles:
+        if not is_identifier(name):
+            raise r.fail(("roles", name), f"role name {name!r} is not a plain word", "use letters, digits and _", key=True)
+        out.append((name, r.expression(("roles", name))))
+    option = next((o for o in options if o.name == "role"), None)
+    if option is None:
+        raise r.fail(("roles",), "roles need an option named `role` that picks one of them or all",
+                     "add `options: {role: {choices: [" + ", ".join(n for n, _ in out) + ", all], default: all}}`")
+    for choice in option.choices:
+        if choice != "all" and choice not in dict(out):
+            raise r.fail(("options", "role", "choices"), f"role {choice!r} has no expression under roles",
+                         f"add `{choice}: <expression>` under roles, or remove the choice")
+    return tuple(out)
+
+
+def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
+    pts = r.get(("points",))
+    if not isinstance(pts, list) or not pts:
+        raise r.fail(("points",), "points must be a non-empty list", "list where the start and step calls go")
+    out = []
+    for i in range(len(pts)):
+        here = ("points", i)
+        p = r.mapping(here, POINT_KEYS, ("class", "method", "at"))
+        for key in ("class", "method"):
+            name = r.string(here + (key,))
+            if not is_identifier(name):
+                raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
+        at = r.word(here + ("at",), m.POSITIONS)
+        action = r.word(here + ("action",), m.ACTIONS) if "action" in p else "step"
+        call = None
+        if at in ("after_call", "before_call"):
+            if "call" not in p:
+                raise r.fail(here, f"`at: {at}` needs `call:` (the dotted callee, e.g. self._optimizer_step)",
+                             "add `call: self.model_runner.execute_model` or similar")
+            call = r.string(here + ("call",))
+            if not is_dotted(call):
+                raise r.fail(here + ("call",), f"call {call!r} is not a dotted name", "write e.g. self._optimizer_step")
+        elif "call" in p:
+            raise r.fail(here + ("call",), f"`call:` only goes with after_call / before_call, not {at}",
+                         "remove `call:` or change `at:`", key=True)
+        loop: Tuple[m.LoopSelector, ...] = ()
+        if at in ("before_loop", "loop_start", "loop_end"):
+            if "loop" not in p:
+                raise r.fail(here, f"`at: {at}` needs `loop:` (iter, target or calls)",
+                             "add e.g. `loop: {iter: micro_batches}`")
+            loop = _loop(r, here + ("loop",))
+        elif "loop" in p:
+            raise r.fail(here + ("loop",), f"`loop:` only goes with loop positions, not {at}",
+                         "remove `loop:` or change `at:`", key=True)
+        if at == "on_exit" and action != "step":
+            raise r.fail(here + ("action",), "on_exit points step; they start the capture themselves",
+                         "remove `action:` from this point")
+        when = _when(r, here + ("when",), options) if "when" in p else ()
+        count: Optional[int] = 1
+        if "count" in p:
+            if p["count"] == "any":
+                count = None
+            else:
+                count = r.integer(here + ("count",), 1)
+        files = ()
+        if "files" in p:
+            files = tuple(r.strings(here + ("files",)))
+            for j, f in enumerate(files):
+                _check_relative(r, here + ("files", j), f)
+        guard = r.expression(here + ("guard",)) if "guard" in p else None
+        out.append(m.Point(cls=p["class"], method=p["method"], at=at, action=action, call=call, loop=loop,
+                           when=when, guard=guard, count=count, files=files, where=r.where(here)))
+    return tuple(out)
+
+
+def _loop(r: _Reader, here: Tuple[Any, ...]) -> Tuple[m.LoopSelector, ...]:
+    value = r.get(here)
+    alternatives = value if isinstance(value, list) else [value]
+    if not alternatives:
+        raise r.fail(here, "loop must name a loop", "write e.g. `loop: {iter: micro_batches}`")
+    out = []
+    for i in range(len(alternatives)):
+        sub = here + (i,) if isinstance(value, list) else here
+        sel = r.mapping(sub, LOOP_KEYS)
+        if not sel:
+            raise r.fail(sub, "a loop selector needs iter, target or calls", "write e.g. `{iter: micro_batches}`")
+        for key in sel:
+            name = r.string(sub + (key,))
+            ok = is_dotted(name) if key in ("calls", "iter") else is_identifier(name)
+            if not ok:
+                raise r.fail(sub + (key,), f"loop {key} {name!r} is not a valid name", "write a Python name (calls: a dotted name)")
+        out.append(m.LoopSelector(**sel))
+    return tuple(out)
+
+
+def _when(r: _Reader, here: Tuple[Any, ...], options: Tuple[m.Option, ...]) -> Tuple[Tuple[str, str], ...]:
+    names = {o.name: o for o in options}
+    w = r.mapping(here, names or ("(no options declared)",))
+    out = []
+    for name, value in w.items():
+        if value not in names[name].choices:
+            raise r.fail(here + (name,), f"{value!r} is not a choice of option {name}",
+                         f"use one of: {', '.join(names[name].choices)}")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _examples(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Example, ...]:
+    exs = r.get(("examples",))
+    if not isinstance(exs, list):
+        raise r.fail(("examples",), "examples must be a list", "write `- name: ...` entries")
+    out = []
+    for i in range(len(exs)):
+        here = ("examples", i)
+        e = r.mapping(here, EXAMPLE_KEYS, ("name", "before"))
+        before = r.string(here + ("before",), "a block of Python source")
+        has_after = "after" in e
+        unchanged = r.boolean(here + ("unchanged",)) if "unchanged" in e else False
+        if has_after == unchanged:
+            raise r.fail(here, "an example needs either `after:` or `unchanged: true`",
+                         "give the expected source, or say that the input must stay unchanged")
+        chosen = _when(r, here + ("options",), options) if "options" in e else ()
+        out.append(m.Example(name=r.string(here + ("name",)), before=before,
+                             after=r.string(here + ("after",), "a block of Python source") if has_after else None,
+                             options=chosen, reason=r.string(here + ("reason",)) if "reason" in e else None,
+                             where=r.where(here)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- overrides
+
+def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any):
+    """Apply ``KEY=VALUE`` overrides; return the new data, what each path came from, and option choices."""
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    option_names = list(options) if isinstance(options, dict) else []
+    overridden: Dict[Tuple[Any, ...], str] = {}
+    chosen: Dict[str, str] = {}
+    for text in overrides:
+        key, sep, raw = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise OverrideError(f"{text!r} is not KEY=VALUE", Location("<command line>"),
+                                "write overrides as schedule.active=3 or granularity=micro")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise OverrideError(f"{text}: the value is not valid YAML", Location("<command line>"),
+                                "quote it, e.g. profiler.save_path='./out dir'") from None
+        parts = tuple(key.split("."))
+        if len(parts) == 1 and parts[0] in option_names:
+            if not isinstance(value, str):
+                value = str(value).lower() if isinstance(value, bool) else str(value)
+            chosen[parts[0]] = value
+            continue
+        valid = _valid_override_keys(option_names)
+        if parts[0] == "backend" and len(parts) == 1:
+            data["backend"] = value
+        elif len(parts) == 2 and parts[0] in ("profiler", "schedule") and parts[1] in (
+            PROFILER_KEYS if parts[0] == "profiler" else m.SCHEDULE_KEYS
+        ):
+            section = data.get(parts[0])
+            section = dict(section) if isinstance(section, dict) else {}
+            section[parts[1]] = value
+            data[parts[0]] = section
+        else:
+            raise OverrideError(f"unknown override key {key!r}", Location("<command line>"),
+                                "valid keys: " + ", ".join(valid))
+        overridden[parts] = text
+    return data, overridden, chosen
+
+
+def _valid_override_keys(option_names: Sequence[str]) -> List[str]:
+    return (["backend"] + [f"profiler.{k}" for k in PROFILER_KEYS] + [f"schedule.{k}" for k in m.SCHEDULE_KEYS]
+            + list(option_names))
