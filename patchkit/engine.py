@@ -161,9 +161,10 @@ def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, me
     func = _find(tree, cls, method)
     first = min([func.lineno] + [d.lineno for d in func.decorator_list])
     last = func.end_lineno
-    old = lines[first - 1:last]
     # The method alone, under a stand-in class header: libcst sees a few dozen lines, not the module.
-    nl = newline_of(old)
+    # Line endings are made "\n" for libcst; the new lines get the file's own ending in insert().
+    old = [line.rstrip("\r\n") + "\n" for line in lines[first - 1:last]]
+    nl = "\n"
     module = cst.parse_module("class _:" + nl + "".join(old))
     cfunc = module.body[0].body.body[0]
     offset = first - 2  # snippet line n is file line n + offset
@@ -193,7 +194,11 @@ def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, me
                 stmt = cst.parse_statement(codegen.call_statement(settings, point) + nl, config)
                 blocks.setdefault(id(site.block), []).append((site.index, stmt))
     new = module.visit(_Insert(blocks, cfunc, decorators)).code
-    return _insertions(old, split_lines(new)[1:], first - 1, settings.id, f"{cls}.{method}")
+    found = _insertions(old, split_lines(new)[1:], first - 1, settings.id, f"{cls}.{method}")
+    if last == len(lines) and not lines[-1].endswith(("\n", "\r")) and any(i.index == last for i in found):
+        raise _Failed("the file does not end with a newline and the line would go after its last line; "
+                      "patchkit only adds whole lines (add a newline at the end of the file)", last)
+    return found
 
 
 class _Insert(cst.CSTTransformer):

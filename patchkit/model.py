@@ -34,6 +34,7 @@ class Target:
     distribution: str
     versions: str
     files: Tuple[str, ...]
+    instead: str = ""  # the recipe to use outside ``versions``
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class LoopSelector:
             parts.append(f"with target {self.target}")
         if self.calls:
             parts.append(f"innermost calling {self.calls}")
-        return "loop " + " ".join(parts)
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class Point:
     def describe(self) -> str:
         what = {"after_call": f"after {self.call}", "before_call": f"before {self.call}"}.get(self.at, self.at)
         if self.loop:
-            what += " of the " + " / ".join(s.describe() for s in self.loop)
+            what += " of the loop " + " / ".join(s.describe() for s in self.loop)
         return f"{self.action} {what} in {self.cls}.{self.method}"
 
 

@@ -35,7 +35,7 @@ FORMAT_KEYS = {
     "examples": "before/after sources the tests and `patchkit test` run",
 }
 REQUIRED = ("id", "description", "target", "points")
-TARGET_KEYS = ("package", "distribution", "versions", "files")
+TARGET_KEYS = ("package", "distribution", "versions", "files", "instead")
 PROFILER_KEYS = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
 POINT_KEYS = ("class", "method", "at", "action", "call", "loop", "when", "guard", "count", "files")
 LOOP_KEYS = ("iter", "target", "calls")
@@ -281,7 +281,10 @@ def _target(r: _Reader) -> m.Target:
     files = r.strings(("target", "files"))
     for i, f in enumerate(files):
         _check_relative(r, ("target", "files", i), f)
-    return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files))
+    instead = r.string(("target", "instead")) if "instead" in t else ""
+    if instead and not ID_RE.match(instead):
+        raise r.fail(("target", "instead"), f"instead {instead!r} is not a recipe id", "name the recipe to use outside this range")
+    return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files), instead=instead)
 
 
 def _check_relative(r: _Reader, here: Tuple[Any, ...], f: str) -> None:

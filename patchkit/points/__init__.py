@@ -168,13 +168,13 @@ def register(*names: str):
     return deco
 
 
-def expect(point: Point, found: List, describe: str, scan: Scan) -> List:
+def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     """Enforce the point's count, with a reason that names the lines found."""
     if not found:
-        raise NotFound(f"no {describe} in {scan.qualname}", scan.lines(scan.func))
+        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.lines(scan.func))
     if point.count is not None and len(found) != point.count:
         nodes = [getattr(f, "node", f) for f in found]
-        raise NotFound(f"found {len(found)} {describe}s in {scan.qualname}, {scan.at_lines(nodes)}; "
+        raise NotFound(f"found {len(found)} {noun}s {rest} in {scan.qualname}, {scan.at_lines(nodes)}; "
                        f"the recipe expects {point.count}", scan.lines(nodes[0]))
     return found
 

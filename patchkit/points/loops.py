@@ -61,7 +61,7 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
     failures = []
     for selector in point.loop:
         try:
-            return expect(point, select(scan, selector), selector.describe(), scan)
+            return expect(point, select(scan, selector), "loop", selector.describe(), scan)
         except NotFound as exc:
             failures.append(exc)
     if len(failures) == 1:

@@ -1,0 +1,364 @@
+"""The importable API: resolve -> transform -> verify -> back up -> write.
+
+The command line is a thin layer over these functions; everything here
+returns data and raises :class:`~patchkit.errors.PatchkitError` for what the
+user can fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import os
+import time
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import engine
+from .diff import unified
+from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
+from .ledger import AppliedRecipe, FileRecord, Ledger, atomic_write, sha256
+from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
+from .recipe import load_recipe
+from .targets import Installed, check_version, locate
+
+
+# ---------------------------------------------------------------- recipes
+
+def builtin_dir() -> Path:
+    import patchkit.recipes
+
+    return Path(patchkit.recipes.__file__).parent
+
+
+def builtin_ids() -> List[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
+
+
+def recipe_path(ref: str) -> Path:
+    """A built-in id or a path to a recipe file."""
+    if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
+        path = Path(ref)
+        if not path.is_file():
+            raise RecipeError(f"no recipe file {ref}", Location(ref), "check the path, or use a built-in id from `patchkit list`")
+        return path
+    path = builtin_dir() / f"{ref}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(ref, builtin_ids(), n=1)
+        hint = f"did you mean {close[0]}?" if close else "see `patchkit list` for the built-in recipes"
+        raise RecipeError(f"no built-in recipe {ref!r}", None, hint)
+    return path
+
+
+def load(ref: str, overrides: Sequence[str] = (), backend: Optional[str] = None) -> Settings:
+    extra = [f"backend={backend}"] if backend else []
+    return load_recipe(recipe_path(ref), list(overrides) + extra)
+
+
+def all_recipes() -> List[Settings]:
+    return [load(rid) for rid in builtin_ids()]
+
+
+# ---------------------------------------------------------------- planning
+
+@dataclass
+class FilePlan:
+    path: Path
+    relpath: str
+    data: bytes
+    encoding: str
+    text: str
+    result: TransformResult
+    points: Tuple[Point, ...]
+
+    @property
+    def changes(self) -> bool:
+        return isinstance(self.result, Applied)
+
+    def new_bytes(self) -> bytes:
+        assert isinstance(self.result, Applied)
+        return self.result.text.encode(self.encoding)
+
+    def diff(self) -> str:
+        return unified(self.text, self.result.text, self.relpath) if self.changes else ""
+
+
+@dataclass
+class Plan:
+    settings: Settings
+    installed: Installed
+    files: List[FilePlan] = field(default_factory=list)
+
+    def diff(self) -> str:
+        return "".join(f.diff() for f in self.files)
+
+
+def decode(data: bytes, path: Path) -> Tuple[str, str]:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding), encoding
+    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        raise TargetError(f"cannot decode the file: {exc}", Location(str(path)),
+                          "the target must be a Python source file in its declared encoding") from None
+
+
+def plan(settings: Settings, root: Optional[str] = None) -> Plan:
+    """Find the files, pick the first candidate where every point resolves, transform it."""
+    recipe = settings.recipe
+    installed = locate(recipe.target, root)
+    check_version(installed, recipe.target, recipe.id)
+    groups: Dict[Tuple[str, ...], List[Point]] = {}
+    for point in settings.active_points():
+        groups.setdefault(point.files or recipe.target.files, []).append(point)
+    chosen: Dict[str, List[Point]] = {}
+    for candidates, points in groups.items():
+        chosen.setdefault(_choose(settings, installed, candidates, points), []).extend(points)
+    result = Plan(settings, installed)
+    for relpath, points in chosen.items():
+        path = installed.root / relpath
+        data = path.read_bytes()
+        text, encoding = decode(data, path)
+        outcome = engine.transform(text, settings, points, str(path))
+        if isinstance(outcome, CannotApply):
+            raise AnchorError(outcome.reason, Location(str(path), outcome.line, outcome.col),
+                              "this file does not have the shape the recipe expects")
+        result.files.append(FilePlan(path, relpath, data, encoding, text, outcome, tuple(points)))
+    return result
+
+
+def _choose(settings: Settings, installed: Installed, candidates: Sequence[str], points: List[Point]) -> str:
+    failures: List[Tuple[Path, CannotApply]] = []
+    for relpath in candidates:
+        path = installed.root / relpath
+        if not path.is_file():
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
+        text, _ = decode(data, path)
+        outcome = engine.transform(text, settings, points, str(path))
+        if not isinstance(outcome, CannotApply):
+            return relpath
+        failures.append((path, outcome))
+    recipe = settings.recipe
+    version = f"{recipe.target.distribution} {installed.version or '(version unknown)'}"
+    if not failures:
+        raise TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
+                          Location(recipe.path), f"is {version} the package this recipe is for?")
+    path, why = failures[0]
+    others = "".join(f"; {p.name}: {w.reason}" for p, w in failures[1:])
+    raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} supports {recipe.target.versions or 'any version'})",
+                      Location(str(path), why.line, why.col),
+                      "this version's file has another shape; check `patchkit list` for a recipe that fits, "
+                      "or adapt the recipe's points")
+
+
+# ---------------------------------------------------------------- apply / revert / status
+
+@dataclass
+class FileOutcome:
+    path: Path
+    relpath: str
+    state: str  # patched, updated, already applied, reverted, edited, replaced, missing, ...
+    detail: str = ""
+
+
+def diff(settings: Settings, root: Optional[str] = None) -> str:
+    return plan(settings, root).diff()
+
+
+def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None) -> List[FileOutcome]:
+    """Patch every file of the recipe, or none of them."""
+    ledger = ledger or Ledger()
+    with ledger.locked() as led:
+        p = plan(settings, root)
+        outcomes, writes = [], []
+        for f in p.files:
+            if not f.changes:
+                outcomes.append(FileOutcome(f.path, f.relpath, "already applied"))
+                continue
+            _check_writable(f.path)
+            new = f.new_bytes()
+            rec = led.files.get(str(f.path))
+            if rec is not None and sha256(f.data) == rec.patched_sha256:
+                original_sha = rec.original_sha256
+                if led.read_backup(original_sha) is None:
+                    original_sha = led.backup(engine.strip(f.text).encode(f.encoding))
+            else:  # first patch of this file, or it changed since: its text without patchkit lines is the original
+                original_sha = led.backup(engine.strip(f.text).encode(f.encoding))
+                rec = None
+            if engine.strip(f.result.text).encode(f.encoding) != (led.read_backup(original_sha) or b""):
+                raise LedgerError("internal error: taking the patch out again would not give the original bytes; "
+                                  "nothing was written", Location(str(f.path)), "please report this with the target file")
+            rec = rec or FileRecord(path=str(f.path), relpath=f.relpath, root=str(p.installed.root),
+                                    distribution=settings.recipe.target.distribution, version=p.installed.version,
+                                    original_sha256=original_sha, patched_sha256="")
+            rec.original_sha256 = original_sha
+            state = "updated" if settings.id in rec.recipes or settings.id in engine.applied_ids(f.text) else "patched"
+            rec.patched_sha256 = sha256(new)
+            rec.version = p.installed.version
+            rec.recipes[settings.id] = AppliedRecipe(
+                choices=dict(settings.choices), overrides=list(settings.overrides), backend=settings.recipe.backend,
+                recipe_path=settings.recipe.path, applied_at=time.time())
+            led.files[str(f.path)] = rec
+            writes.append((f, new))
+            outcomes.append(FileOutcome(f.path, f.relpath, state, f"{len(f.result.insertions)} lines"))
+        if writes:
+            led.save()
+            _write_all(writes, led)
+        return outcomes
+
+
+def _check_writable(path: Path) -> None:
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise TargetError("the file (or its folder) is not writable", Location(str(path)),
+                          "run patchkit as the user who owns the installation, or use a writable copy with --root")
+
+
+def _write_all(writes, led: Ledger) -> None:
+    done = []
+    try:
+        for f, new in writes:
+            atomic_write(f.path, new)
+            done.append(f)
+    except OSError as exc:
+        for f in done:  # all or nothing: put back what was written
+            atomic_write(f.path, f.data)
+        for f, _ in writes:
+            rec = led.files.get(str(f.path))
+            if rec is not None and rec.patched_sha256 != sha256(f.data):
+                led.files.pop(str(f.path))
+        led.save()
+        raise LedgerError(f"writing failed: {exc}; every file was put back", Location(str(exc.filename or "")),
+                          "check disk space and permissions, then run the command again") from None
+
+
+def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optional[str] = None,
+           ledger: Optional[Ledger] = None) -> List[FileOutcome]:
+    ids = set(recipe_ids)
+    if not ids and not everything:
+        raise PatchkitError("say which recipes to revert, or --all", hint="patchkit revert RECIPE... or patchkit revert --all")
+    ledger = ledger or Ledger()
+    outcomes = []
+    with ledger.locked() as led:
+        base = str(Path(root).expanduser().resolve()) if root else None
+        for key, rec in sorted(led.files.items()):
+            if base and not key.startswith(base.rstrip(os.sep) + os.sep):
+                continue
+            gone = set(rec.recipes) if everything else ids & set(rec.recipes)
+            if not gone:
+                continue
+            outcomes.append(_revert_file(led, rec, gone))
+            for rid in gone:
+                rec.recipes.pop(rid, None)
+            if not rec.recipes:
+                led.files.pop(key)
+        led.save()
+    if ids and not outcomes:
+        raise LedgerError(f"nothing to revert: {', '.join(sorted(ids))} is not applied"
+                          + (f" under {root}" if root else ""), hint="see `patchkit status`")
+    return outcomes
+
+
+def _revert_file(led: Ledger, rec: FileRecord, gone: set) -> FileOutcome:
+    path = Path(rec.path)
+    label = ",".join(sorted(gone))
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return FileOutcome(path, rec.relpath, "missing", label)
+    digest = sha256(data)
+    if digest == rec.original_sha256:
+        return FileOutcome(path, rec.relpath, "already original", label)
+    text, encoding = decode(data, path)
+    if not any(rid in engine.applied_ids(text) for rid in gone):
+        return FileOutcome(path, rec.relpath, "replaced", label)  # reinstalled or upgraded: leave it alone
+    edited = digest != rec.patched_sha256
+    if not edited and not set(rec.recipes) - gone:
+        backup = led.read_backup(rec.original_sha256)
+        if backup is not None:
+            atomic_write(path, backup)
+            return FileOutcome(path, rec.relpath, "reverted", label)
+    new = text
+    for rid in gone:
+        new = engine.strip(new, rid)
+    new_bytes = new.encode(encoding)
+    atomic_write(path, new_bytes)
+    rec.patched_sha256 = sha256(new_bytes)
+    return FileOutcome(path, rec.relpath, "reverted, edits kept" if edited else "reverted", label)
+
+
+@dataclass
+class FileStatus:
+    record: FileRecord
+    state: str  # applied, edited, replaced, reverted, missing
+
+
+def status(ledger: Optional[Ledger] = None) -> List[FileStatus]:
+    led = (ledger or Ledger()).load()
+    out = []
+    for _key, rec in sorted(led.files.items()):
+        path = Path(rec.path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            out.append(FileStatus(rec, "missing"))
+            continue
+        digest = sha256(data)
+        if digest == rec.patched_sha256:
+            state = "applied"
+        elif digest == rec.original_sha256:
+            state = "reverted outside patchkit"
+        elif any(rid in engine.applied_ids(data.decode("utf-8", "replace")) for rid in rec.recipes):
+            state = "edited since apply"
+        else:
+            state = "replaced (reinstalled?)"
+        out.append(FileStatus(rec, state))
+    return out
+
+
+# ---------------------------------------------------------------- recipe examples
+
+@dataclass
+class ExampleOutcome:
+    recipe: str
+    example: Example
+    ok: bool
+    message: str = ""
+
+
+def run_examples(settings: Settings) -> List[ExampleOutcome]:
+    recipe = settings.recipe
+    out = []
+    for ex in recipe.examples:
+        chosen = load_recipe(Path(recipe.path), [f"{k}={v}" for k, v in ex.options], check_id=False) if ex.options else settings
+        out.append(ExampleOutcome(recipe.id, ex, *_check_example(chosen, ex)))
+    return out
+
+
+def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
+    from .codegen import header_lines
+
+    result = engine.transform(ex.before, settings)
+    if ex.after is None:
+        if not isinstance(result, CannotApply):
+            return False, "expected the input to stay unchanged, but the recipe applied"
+        if ex.reason and ex.reason not in result.reason:
+            return False, f"expected the reason to mention {ex.reason!r}, got {result.reason!r}"
+        return True, result.reason
+    if not isinstance(result, Applied):
+        return False, f"expected a change, got: {getattr(result, 'reason', 'already applied')}"
+    header = set(header_lines(settings))
+    got = "".join(ln for ln in engine.split_lines(result.text) if ln.rstrip("\r\n") not in header)
+    if got != ex.after:
+        d = "".join(difflib.unified_diff(engine.split_lines(ex.after), engine.split_lines(got), "expected", "got"))
+        return False, "the output differs from `after`:\n" + d
+    again = engine.transform(result.text, settings)
+    if not isinstance(again, AlreadyApplied):
+        return False, "applying twice changed the file again"
+    if engine.strip(result.text) != ex.before:
+        return False, "taking patchkit's lines out does not give the input back"
+    return True, ""

@@ -1,0 +1,262 @@
+"""The command line: thin, printing only.  Diffs go to stdout, messages to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import click
+
+from .errors import PatchkitError
+
+ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
+
+
+class _Group(click.Group):
+    """Turns a PatchkitError into `path:line:col: message` + a hint, exit 1, no traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PatchkitError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"error: {exc.render()}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def root_option(f):
+    return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
+
+
+def backend_option(f):
+    return click.option("--backend", type=click.Choice(["npu", "torch", "nsys"]), default=None,
+                        help="profiler backend (overrides the recipe's)")(f)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="show tracebacks")
+@click.version_option(package_name="patchkit", message="patchkit %(version)s")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Place profiler start/step calls in installed RL training code, and take them out again.
+
+    \b
+    patchkit list                  the built-in recipes
+    patchkit diff RECIPE k=v...    preview the patch (unified diff on stdout)
+    patchkit apply RECIPE k=v...   patch, back up, record
+    patchkit revert --all          restore the original bytes
+    """
+    ctx.obj = {"debug": debug}
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def list_cmd(as_json: bool) -> None:
+    """The built-in recipes: id, package, versions."""
+    from . import api
+
+    recipes = api.all_recipes()
+    if as_json:
+        click.echo(json.dumps([_recipe_json(s) for s in recipes], indent=2))
+        return
+    width = max(len(s.id) for s in recipes)
+    for s in recipes:
+        t = s.recipe.target
+        click.echo(f"{s.id.ljust(width)}  {t.distribution} {t.versions or '(any)'}  {_first_sentence(s.recipe.description)}")
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ")[0].split(": ")[0]
+    return head if len(head) < 90 else head[:87] + "..."
+
+
+def _recipe_json(s) -> dict:
+    r = s.recipe
+    return {
+        "id": r.id, "description": r.description, "package": r.target.package,
+        "distribution": r.target.distribution, "versions": r.target.versions, "files": list(r.target.files),
+        "backend": r.backend, "options": {o.name: {"choices": list(o.choices), "default": o.default} for o in r.options},
+    }
+
+
+@main.command()
+@click.argument("recipe")
+@click.argument("overrides", nargs=-1)
+@backend_option
+def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
+    """The resolved recipe and the code it inserts."""
+    from . import api, codegen
+
+    s = api.load(recipe, overrides, backend)
+    r = s.recipe
+    out = [f"{r.id}  ({r.path})", "", r.description, "",
+           f"target:   {r.target.distribution} {r.target.versions or '(any version)'}, import name {r.target.package}",
+           "files:    " + ", ".join(r.target.files), f"backend:  {r.backend}"]
+    for key, value in s.runtime_settings().items():
+        if key != "backend":
+            out.append(f"  {key}: {value}")
+    for o in r.options:
+        out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
+    out += ["", "inserted at the top of each patched module:"]
+    out += ["    " + line for line in codegen.header_lines(s)]
+    for p in s.active_points():
+        out.append(f"{p.describe()}:")
+        code = codegen.exit_decorator(s, p) if p.at == "on_exit" else codegen.call_statement(s, p)
+        out.append("    " + code)
+    for note in r.notes:
+        out.append(f"note: {note}")
+    try:
+        from .backends import render
+
+        out += ["", f"profiler code the runtime builds ({r.backend}):", render(s.runtime_settings())]
+    except ImportError:
+        pass
+    click.echo("\n".join(out))
+
+
+@main.command()
+@click.argument("recipe")
+@click.argument("overrides", nargs=-1)
+@root_option
+@backend_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="write the patch to this file")
+@click.option("--stat", is_flag=True, help="a summary of the changes instead of the patch")
+def diff(recipe, overrides, root, backend, output, stat) -> None:
+    """Unified diff of what apply would change; writes nothing to the targets."""
+    from . import api
+    from .diff import colour
+    from .diff import stat as diffstat
+
+    s = api.load(recipe, overrides, backend)
+    plan = api.plan(s, root)
+    text = plan.diff()
+    if stat:
+        click.echo(diffstat((f.relpath, f.diff()) for f in plan.files if f.changes), nl=False)
+    elif output:
+        Path(output).write_text(text, encoding="utf-8", newline="")
+        _say(f"wrote {output}")
+    elif text:
+        click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)
+    changed = sum(f.changes for f in plan.files)
+    _say(f"{s.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
+         f"({s.recipe.target.distribution} {plan.installed.version} in {plan.installed.root})")
+
+
+@main.command()
+@click.argument("recipe")
+@click.argument("overrides", nargs=-1)
+@root_option
+@backend_option
+def apply(recipe, overrides, root, backend) -> None:
+    """Patch the target files, back them up and record it."""
+    from . import api
+
+    s = api.load(recipe, overrides, backend)
+    for note in s.recipe.notes:
+        _say(f"note: {note}")
+    outcomes = api.apply(s, root)
+    for o in outcomes:
+        _say(f"{o.state}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
+    changed = sum(o.state in ("patched", "updated") for o in outcomes)
+    _say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied; "
+         f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
+
+
+@main.command()
+@click.argument("recipes", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="revert every recipe patchkit applied")
+@root_option
+def revert(recipes, everything, root) -> None:
+    """Restore the original files."""
+    from . import api
+
+    outcomes = api.revert(recipes, everything, root)
+    for o in outcomes:
+        _say(f"{o.state}: {o.path} ({o.detail})")
+    _say(f"{len(outcomes)} file(s) handled" if outcomes else "nothing was applied")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def status(as_json: bool) -> None:
+    """What is applied where, and whether anything drifted since."""
+    from . import api
+    from .ledger import home
+
+    rows = api.status()
+    if as_json:
+        click.echo(json.dumps({"home": str(home()), "files": [{
+            "path": st.record.path, "relpath": st.record.relpath, "root": st.record.root, "state": st.state,
+            "distribution": st.record.distribution, "version": st.record.version,
+            "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend}
+                        for rid, a in sorted(st.record.recipes.items())},
+        } for st in rows]}, indent=2))
+        return
+    if not rows:
+        click.echo("nothing applied")
+        return
+    for st in rows:
+        recipes = ", ".join(sorted(st.record.recipes))
+        click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version})")
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+def validate(files) -> None:
+    """Check recipe files; print each problem as file:line:col."""
+    from .recipe import load_recipe
+
+    bad = 0
+    for name in files:
+        try:
+            load_recipe(Path(name))
+        except PatchkitError as exc:
+            bad += 1
+            click.echo(f"error: {exc.render()}", err=True)
+        else:
+            _say(f"ok: {name}")
+    _say(f"{len(files) - bad} valid, {bad} invalid")
+    if bad:
+        sys.exit(1)
+
+
+@main.command("test")
+@click.argument("recipes", nargs=-1)
+def test_cmd(recipes) -> None:
+    """Run recipes' own examples (all built-in recipes by default)."""
+    from . import api
+
+    settings = [api.load(r) for r in recipes] if recipes else api.all_recipes()
+    passed = failed = 0
+    for s in settings:
+        for outcome in api.run_examples(s):
+            if outcome.ok:
+                passed += 1
+                _say(f"PASS {s.id}: {outcome.example.name}")
+            else:
+                failed += 1
+                where = outcome.example.where
+                _say(f"FAIL {where}: {s.id}: {outcome.example.name}: {outcome.message}")
+    click.echo(f"{passed} passed, {failed} failed")
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="keep the temporary folder")
+def demo(keep: bool) -> None:
+    """The whole loop on a bundled verl-shaped sample, on CPU: diff, apply, run, revert."""
+    from .demo.runner import run_demo
+
+    sys.exit(run_demo(keep=keep, echo=click.echo))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

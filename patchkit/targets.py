@@ -1,0 +1,101 @@
+"""Where a recipe's files are, and which version is installed, without importing the package."""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .errors import Location, TargetError
+from .model import Target
+
+
+@dataclass(frozen=True)
+class Installed:
+    root: Path  # the folder that holds the package: site-packages, or a source checkout
+    package_dir: Path
+    version: Optional[str]
+    version_from: str  # where the version was read, for messages
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _version_in(folder: Path, distribution: str) -> Optional[str]:
+    wanted = _normalise(distribution)
+    for dist in metadata.distributions(path=[str(folder)]):
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name and _normalise(name) == wanted:
+            return dist.version
+    return None
+
+
+def default_root() -> Optional[str]:
+    return os.environ.get("PATCHKIT_ROOT") or None
+
+
+def locate(target: Target, root: Optional[str] = None) -> Installed:
+    """Find ``target.package`` under ``root`` (or in this environment) and read its version."""
+    root = root if root is not None else default_root()
+    if root:
+        base = Path(root).expanduser().resolve()
+        if not base.is_dir():
+            raise TargetError(f"--root {root} is not a directory", Location(str(root)),
+                              "pass the site-packages folder or the source checkout that holds the package")
+        package_dir = base / target.package
+        if not package_dir.is_dir():
+            raise TargetError(f"no package {target.package} under {base}", Location(str(base)),
+                              f"pass the folder that contains {target.package}/ (site-packages or a checkout)")
+        version = _version_in(base, target.distribution)
+        return Installed(base, package_dir, version, f"{target.distribution} metadata in {base}")
+    try:
+        spec = importlib.util.find_spec(target.package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise TargetError(f"{target.package} is not installed in this environment ({_python()})",
+                          hint=f"install {target.distribution}, run patchkit with the Python of that environment, "
+                               "or pass --root DIR")
+    package_dir = Path(list(spec.submodule_search_locations)[0]).resolve()
+    base = package_dir.parent
+    version = _version_in(base, target.distribution)
+    source = f"{target.distribution} metadata in {base}"
+    if version is None:
+        try:
+            version = metadata.version(target.distribution)
+            source = f"installed {target.distribution} metadata"
+        except metadata.PackageNotFoundError:
+            version = None
+    return Installed(base, package_dir, version, source)
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
+    if not target.versions:
+        return
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if installed.version is None:
+        raise TargetError(f"cannot tell which version of {target.distribution} is in {installed.root} "
+                          f"(no {target.distribution} metadata found); {recipe_id} supports {target.versions}",
+                          hint="point --root at a site-packages folder that has the package's .dist-info")
+    try:
+        ok = SpecifierSet(target.versions).contains(Version(installed.version), prereleases=True)
+    except InvalidVersion:
+        ok = False
+    if not ok:
+        raise TargetError(f"{target.distribution} {installed.version} is installed ({installed.version_from}); "
+                          f"{recipe_id} supports {target.distribution} {target.versions}",
+                          hint=f"use {target.instead} for this version" if target.instead
+                          else "use a recipe made for this version (see `patchkit list`)")

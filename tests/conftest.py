@@ -1,0 +1,38 @@
+"""Shared fixtures: an isolated PATCHKIT_HOME and writable copies of the fixture trees."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+RECIPES = REPO / "recipes"
+
+
+@pytest.fixture(autouse=True)
+def patchkit_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own ledger and no PATCHKIT_ROOT from the environment."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    monkeypatch.delenv("PATCHKIT_ROOT", raising=False)
+    return home
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """``tree("verl-0.6")`` -> a writable copy of fixtures/verl-0.6."""
+
+    def copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(FIXTURES / name, dest)
+        return dest
+
+    return copy
+
+
+def snapshot(root: Path) -> dict:
+    """Every file under ``root`` with its bytes, to prove nothing changed."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}

@@ -1,0 +1,68 @@
+"""Every example of every built-in recipe: the recipes' own before/after pairs are the tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchkit import api
+from patchkit.engine import strip, transform
+from patchkit.model import AlreadyApplied, Applied
+
+from conftest import RECIPES
+
+CASES = [(s.id, i) for s in api.all_recipes() for i in range(len(s.recipe.examples))]
+CHANGING = [(s.id, i) for s in api.all_recipes() for i, ex in enumerate(s.recipe.examples) if ex.after is not None]
+
+
+def test_the_seed_recipes_are_built_in():
+    assert {"vllm-ascend-decode", "sglang-forward", "verl-fsdp-logprob", "verl-fsdp-update",
+            "verl-megatron-update"} <= set(api.builtin_ids())
+
+
+def test_every_recipe_has_examples_with_a_change_and_an_unchanged_input():
+    for s in api.all_recipes():
+        kinds = {ex.after is None for ex in s.recipe.examples}
+        assert False in kinds, f"{s.id} has no before/after example"
+
+
+@pytest.mark.parametrize("rid,index", CASES, ids=[f"{r}[{i}]" for r, i in CASES])
+def test_example(rid, index):
+    settings = api.load(rid)
+    outcome = api.run_examples(settings)[index]
+    assert outcome.ok, outcome.message
+
+
+@pytest.mark.parametrize("rid,index", CHANGING, ids=[f"{r}[{i}]" for r, i in CHANGING])
+def test_example_applied_twice_is_applied_once(rid, index):
+    ex = api.load(rid).recipe.examples[index]
+    chosen = api.load(rid, [f"{k}={v}" for k, v in ex.options])
+    once = transform(ex.before, chosen)
+    assert isinstance(once, Applied)
+    twice = transform(once.text, chosen)
+    assert isinstance(twice, AlreadyApplied) and twice.text == once.text
+    assert strip(once.text) == ex.before
+    assert all("patchkit" in ins.text for ins in once.insertions)
+
+
+def test_built_in_recipes_validate_against_the_published_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for path in sorted(RECIPES.glob("*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+
+
+def test_schema_knows_exactly_the_keys_the_loader_knows():
+    from patchkit import recipe as r
+
+    schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
+    props = schema["properties"]
+    assert set(props) == set(r.FORMAT_KEYS)
+    assert set(props["target"]["properties"]) == set(r.TARGET_KEYS)
+    assert set(props["profiler"]["properties"]) == set(r.PROFILER_KEYS)
+    assert set(schema["$defs"]["point"]["properties"]) == set(r.POINT_KEYS)
+    assert set(schema["$defs"]["example"]["properties"]) == set(r.EXAMPLE_KEYS)
