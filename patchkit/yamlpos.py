@@ -28,7 +28,7 @@ def load(text: str, path: str) -> Tuple[Any, Marks]:
         try:
             node = loader.get_single_node()
             marks: Marks = {}
-            value = _convert(loader, node, (), marks, path) if node is not None else None
+            value = _Converter(loader, marks, path).convert(node, ()) if node is not None else None
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as exc:
@@ -43,23 +43,45 @@ def load(text: str, path: str) -> Tuple[Any, Marks]:
     return value, marks
 
 
-def _convert(loader: yaml.SafeLoader, node: yaml.Node, here: Tuple[Any, ...], marks: Marks, path: str) -> Any:
-    marks[here] = _pos(node)
-    if isinstance(node, yaml.MappingNode):
-        out: Dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                line, col = _pos(key_node)
-                raise RecipeError("a mapping key must be a plain name", Location(path, line, col),
-                                  "write keys as plain words, e.g. `wait: 1`")
-            key = loader.construct_object(key_node, deep=True)
-            if key in out:
-                line, col = _pos(key_node)
-                raise RecipeError(f"duplicate key {key!r}", Location(path, line, col),
-                                  "remove one of the two entries")
-            marks[here + (key, KEY)] = _pos(key_node)
-            out[key] = _convert(loader, value_node, here + (key,), marks, path)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_convert(loader, item, here + (i,), marks, path) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+class _Converter:
+    """Plain values from a node tree; aliases that loop or blow up are errors, not hangs."""
+
+    LIMIT = 100_000  # nodes: far beyond any recipe, far below a "billion laughs" expansion
+
+    def __init__(self, loader: yaml.SafeLoader, marks: Marks, path: str):
+        self.loader, self.marks, self.path = loader, marks, path
+        self.stack: set = set()
+        self.count = 0
+
+    def fail(self, node: yaml.Node, message: str, hint: str) -> RecipeError:
+        line, col = _pos(node)
+        return RecipeError(message, Location(self.path, line, col), hint)
+
+    def convert(self, node: yaml.Node, here: Tuple[Any, ...]) -> Any:
+        self.count += 1
+        if self.count > self.LIMIT:
+            raise self.fail(node, "the document is too large (aliases expand too far)",
+                            "write the recipe out plainly; anchors and aliases are not needed")
+        if id(node) in self.stack:
+            raise self.fail(node, "a YAML alias refers to itself", "remove the self-referencing anchor")
+        self.marks[here] = _pos(node)
+        if isinstance(node, yaml.MappingNode):
+            self.stack.add(id(node))
+            out: Dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise self.fail(key_node, "a mapping key must be a plain name",
+                                    "write keys as plain words, e.g. `wait: 1`")
+                key = self.loader.construct_object(key_node, deep=True)
+                if key in out:
+                    raise self.fail(key_node, f"duplicate key {key!r}", "remove one of the two entries")
+                self.marks[here + (key, KEY)] = _pos(key_node)
+                out[key] = self.convert(value_node, here + (key,))
+            self.stack.discard(id(node))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            self.stack.add(id(node))
+            items = [self.convert(item, here + (i,)) for i, item in enumerate(node.value)]
+            self.stack.discard(id(node))
+            return items
+        return self.loader.construct_object(node, deep=True)
