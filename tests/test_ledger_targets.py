@@ -1,0 +1,165 @@
+"""Ledger (backups, atomic writes, lock, drift) and target lookup (find_spec, versions)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+
+from patchkit import api
+from patchkit.errors import LockedError, TargetError
+from patchkit.ledger import Ledger, atomic_write, sha256
+from patchkit.model import Target
+from patchkit.targets import check_version, locate
+
+from conftest import snapshot
+
+DP = "verl/workers/actor/dp_actor.py"
+
+
+def test_atomic_write_replaces_content_and_keeps_the_mode(tmp_path):
+    path = tmp_path / "f.py"
+    path.write_bytes(b"old\r\n")
+    path.chmod(0o640)
+    atomic_write(path, b"new\r\n")
+    assert path.read_bytes() == b"new\r\n"
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["f.py"]  # no temporary file left behind
+
+
+def test_backups_are_content_addressed_and_checked(tmp_path):
+    ledger = Ledger(tmp_path)
+    digest = ledger.backup(b"original bytes")
+    assert digest == sha256(b"original bytes")
+    assert ledger.read_backup(digest) == b"original bytes"
+    (tmp_path / "backups" / digest).write_bytes(b"corrupted")
+    assert ledger.read_backup(digest) is None
+
+
+def test_the_lock_is_exclusive_and_times_out_with_a_clear_error(tmp_path):
+    holder = Ledger(tmp_path)
+    entered = threading.Event()
+    release = threading.Event()
+
+    def hold():
+        with holder.locked():
+            entered.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    entered.wait(5)
+    try:
+        with pytest.raises(LockedError) as info:
+            with Ledger(tmp_path).locked(timeout=0.2):
+                pass
+        assert "another patchkit process holds" in info.value.render()
+    finally:
+        release.set()
+        thread.join()
+    with Ledger(tmp_path).locked(timeout=0.2):
+        pass
+
+
+def test_a_hand_edit_after_apply_is_kept_by_revert(tree):
+    root = tree("verl-0.6")
+    original = (root / DP).read_text()
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    patched = (root / DP).read_text()
+    edited = patched.replace("class DataParallelPPOActor", "# my note\nclass DataParallelPPOActor", 1)
+    (root / DP).write_text(edited)
+    assert [s.state for s in api.status()] == ["edited since apply"]
+    [outcome] = api.revert(["verl-fsdp-update"])
+    assert outcome.state == "reverted, edits kept"
+    assert (root / DP).read_text() == original.replace("class DataParallelPPOActor", "# my note\nclass DataParallelPPOActor", 1)
+
+
+def test_a_reinstalled_file_is_left_alone_and_the_record_cleaned(tree):
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    upstream = original + b"\n# a newer release\n"
+    (root / DP).write_bytes(upstream)
+    assert [s.state for s in api.status()] == ["replaced (reinstalled?)"]
+    [outcome] = api.revert([], everything=True)
+    assert outcome.state == "replaced"
+    assert (root / DP).read_bytes() == upstream
+    assert api.status() == []
+
+
+def test_revert_with_a_corrupted_backup_still_restores_by_taking_the_lines_out(tree, patchkit_home):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    for backup in (patchkit_home / "backups").iterdir():
+        backup.write_bytes(b"garbage")
+    api.revert([], everything=True)
+    assert snapshot(root) == before
+
+
+def test_patchkit_root_environment_variable_is_the_default_root(tree, monkeypatch):
+    root = tree("verl-0.6")
+    monkeypatch.setenv("PATCHKIT_ROOT", str(root))
+    plan = api.plan(api.load("verl-fsdp-update"))
+    assert plan.installed.root == root.resolve() and plan.installed.version == "0.6.1"
+
+
+def test_the_package_is_found_on_sys_path_without_being_imported(tree, monkeypatch):
+    root = tree("verl-0.6")
+    (root / "verl" / "__init__.py").write_text("raise RuntimeError('imported!')\n")
+    monkeypatch.syspath_prepend(str(root))
+    installed = locate(Target("verl", "verl", ">=0.4", ("x.py",)))
+    assert installed.package_dir == (root / "verl").resolve()
+    assert installed.version == "0.6.1"
+    assert "verl" not in sys.modules
+
+
+def test_versions_outside_the_range_and_unknown_versions_are_refused(tree, tmp_path):
+    root = tree("verl-0.6")
+    target = Target("verl", "verl", ">=0.7", ("x.py",), instead="other-recipe")
+    with pytest.raises(TargetError) as info:
+        check_version(locate(target, str(root)), target, "r")
+    assert "verl 0.6.1 is installed" in info.value.message and "r supports verl >=0.7" in info.value.message
+    assert "use other-recipe" in info.value.hint
+    bare = tmp_path / "bare"
+    (bare / "verl").mkdir(parents=True)
+    with pytest.raises(TargetError) as info:
+        check_version(locate(target, str(bare)), target, "r")
+    assert "cannot tell which version of verl" in info.value.message
+
+
+def test_prereleases_inside_the_range_are_accepted(tree):
+    root = tree("verl-0.6")
+    meta = next(root.glob("*.dist-info")) / "METADATA"
+    meta.write_text(meta.read_text().replace("Version: 0.6.1", "Version: 0.6.1rc1"))
+    target = Target("verl", "verl", ">=0.4,<0.8", ("x.py",))
+    check_version(locate(target, str(root)), target, "r")
+
+
+def test_root_that_is_not_a_folder_or_lacks_the_package(tmp_path):
+    target = Target("verl", "verl", "", ("x.py",))
+    with pytest.raises(TargetError, match="is not a directory"):
+        locate(target, str(tmp_path / "nope"))
+    with pytest.raises(TargetError, match="no package verl under"):
+        locate(target, str(tmp_path))
+
+
+def test_a_recipe_whose_files_are_all_missing_says_so(tree, tmp_path):
+    root = tree("verl-0.9")
+    path = tmp_path / "x.yaml"
+    path.write_text("id: x\ndescription: d\ntarget: {package: verl, files: [verl/nothing.py]}\n"
+                    "points: [{class: A, method: b, at: method_start}]\n")
+    with pytest.raises(TargetError, match="none of the recipe's files is in"):
+        api.plan(api.load(str(path)), str(root))
+
+
+def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
+    (patchkit_home / "ledger.json").write_text("{not json")
+    from patchkit.errors import LedgerError
+
+    with pytest.raises(LedgerError) as info:
+        api.status()
+    assert str(patchkit_home / "ledger.json") in info.value.render()
+    assert os.path.exists(patchkit_home / "ledger.json")
