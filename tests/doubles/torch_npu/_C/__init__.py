@@ -1,0 +1,1 @@
+"""torch_npu._C stand-in: only the profiler bindings the double needs."""
