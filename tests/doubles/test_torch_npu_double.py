@@ -472,6 +472,17 @@ def test_one_cycle_with_torch_profiler_writes_one_folder_with_step_spans(use, tm
     assert rec.backend == "torch"
     assert [t[3] for t in rec.timeline[:5]] == [
         [], ["init_trace", "warmup_trace"], ["start_trace"], [], ["stop_trace", "finalize_trace", "trace_ready"]]
+    # NPU + mstx: markers are mirrored as torch record_function events into the same trace
+    cfg = P._ExperimentalConfig(mstx=True, aic_metrics=P.AiCMetrics.AiCoreNone)
+    with P.profile(activities=[P.ProfilerActivity.CPU, P.ProfilerActivity.NPU], experimental_config=cfg,
+                   on_trace_ready=P.tensorboard_trace_handler(str(tmp_path / "mirror"))):
+        rid = tn.npu.mstx.range_start("forward_pass")
+        torch.ones(4).sum()
+        tn.npu.mstx.range_end(rid)
+        tn.npu.mstx.mark("checkpoint")
+    (mdir,) = os.listdir(tmp_path / "mirror")
+    names = _trace_names(tmp_path / "mirror" / mdir)
+    assert "forward_pass" in names and "checkpoint" in names
 
 
 def test_repeat_zero_creates_a_folder_per_cycle_and_rank_file(use, tmp_path, monkeypatch):
@@ -530,6 +541,21 @@ def test_export_only_mode_folder_deleted_on_gc(use, tmp_path):
     kp.start()
     kp.stop()
     assert tn._double.recorder.profiles[-1].dirs[0].startswith(str(tmp_path / "export_only_prof_dir"))
+
+
+def test_default_output_dirs(use, tmp_path, monkeypatch):
+    tn = use("2.14.0")
+    P = tn.profiler
+    prof = P.profile(on_trace_ready=P.tensorboard_trace_handler())  # dir_name=None: the current directory
+    _run(tn, prof, 1)
+    assert os.path.dirname(tn._double.recorder.profiles[-1].dirs[0]) == str(tmp_path)
+    monkeypatch.setenv("ASCEND_WORK_PATH", str(tmp_path / "work"))
+    prof = P.profile(on_trace_ready=P.tensorboard_trace_handler())
+    _run(tn, prof, 1)
+    assert os.path.dirname(tn._double.recorder.profiles[-1].dirs[0]) == str(tmp_path / "work" / "profiling_data")
+    h = P.tensorboard_trace_handler(str(tmp_path / "x"), worker_name="")
+    assert h is not None and "Invalid parameter worker_name, reset it to default." in \
+        tn._double.recorder.warning_messages()
 
 
 def test_db_export_and_offline_analyse(use, tmp_path, capsys):
@@ -953,3 +979,41 @@ def test_legacy_train_and_strict_exit_status(tmp_path):
     proc = _run_script(tmp_path, never_stopped, npu_double_env("2.14.0"))
     assert proc.returncode == 0
     assert len(glob.glob(str(tmp_path / "never" / "*_ascend_pt" / "ASCEND_PROFILER_OUTPUT"))) == 2
+
+
+def test_non_intrusive_dynamic_profiling_and_torch_npu_registration(tmp_path):
+    pytest.importorskip("torch")
+    cfg_dir = tmp_path / "dp"
+    code = textwrap.dedent('''
+        import json, os, sys
+        import torch_npu._double as d
+        d.config(register_torch_device=True)
+        import torch
+        import torch_npu, torch_npu.npu
+        assert torch.npu.is_available() and torch.npu.synchronize() is None
+        assert os.path.isfile(os.path.join(sys.argv[1], "profiler_config.json"))
+        model = torch.nn.Linear(4, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def train_step():
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+        train_step()
+        path = os.path.join(sys.argv[1], "profiler_config.json")
+        data = json.load(open(path))
+        data.update(prof_dir=sys.argv[2], active=2, activities=["CPU"])
+        json.dump(data, open(path, "w"))
+        for _ in range(5):
+            train_step()
+        rec = d.recorder
+        print(json.dumps({"dirs": rec.profile_dirs(), "diag": rec.diagnostics}))
+    ''')
+    env = {**npu_double_env("2.14.0"), "PROF_CONFIG_PATH": str(cfg_dir)}
+    script = tmp_path / "non_intrusive.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script), str(cfg_dir), str(tmp_path / "out")], env=env,
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "non_intrusive_hook:register_optimizer_step_post_hook" in res["diag"]
+    assert len(res["dirs"]) == 1
+    assert os.path.isfile(os.path.join(res["dirs"][0], "FRAMEWORK", "double_events.json"))

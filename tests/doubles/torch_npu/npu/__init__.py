@@ -8,6 +8,7 @@ Streams are host-side objects only; synchronize() returns immediately.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 from torch_npu import _double
 from torch_npu._double.codegen import recorded
@@ -107,12 +108,17 @@ def stream(s):
 def _maybe_register_torch_device():
     if not _double.get("register_torch_device"):
         return
-    import sys
     torch = sys.modules.get("torch")
     if torch is None or hasattr(torch, "npu"):
         return
     import torch_npu.npu as this
-    torch._register_device_module("npu", this)
+    try:
+        # What torch_npu does on import: name the PrivateUse1 backend "npu" (global, one-way).
+        torch.utils.rename_privateuse1_backend("npu")
+        torch._register_device_module("npu", this)
+    except Exception:  # noqa: BLE001 - older/newer torch: fall back to a plain attribute
+        torch.npu = this
+        sys.modules.setdefault("torch.npu", this)
 
 
 _maybe_register_torch_device()
