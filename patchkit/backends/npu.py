@@ -1,0 +1,145 @@
+"""npu backend: ``torch_npu.profiler.profile`` (Ascend), only with torch_npu's own objects.
+
+Maps the vocabulary onto ``_ExperimentalConfig(profiler_level=...,
+export_type=<a str>, mstx|msprof_tx=...)``, ``ProfilerActivity.CPU/NPU``
+from contents, ``analyse_flag`` from analysis, and torch_npu's own
+``schedule`` class with keywords.  Keyword arguments the installed torch_npu
+does not have are left out (found with ``inspect.signature``, said in the
+code as a comment).  The handler is checked for ``None``: torch_npu returns
+None instead of raising when it rejects the folder, and then throws the data
+away.  With ``mstx``, each recorded step is also an mstx range.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping
+
+from . import Plan, call, role_of
+
+P = "torch_npu.profiler"
+LEVEL = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1", "level2": "Level2"}
+EXPORT = {"text": "Text", "db": "Db"}
+
+# torch_npu 2.13/2.14 (the newest API), used when nothing is probed.
+STATIC_FEATURES: Dict[str, Any] = {
+    "version": None,
+    "assumed": "torch_npu not probed: the newest API (2.14) is assumed; at run time, keywords the installed "
+               "torch_npu lacks are left out (inspect.signature).",
+    "profile": frozenset({"activities", "schedule", "on_trace_ready", "record_shapes", "profile_memory",
+                          "with_stack", "with_flops", "with_modules", "experimental_config",
+                          "execution_trace_observer", "custom_trace_id_callback", "use_cuda"}),
+    "experimental": frozenset({"profiler_level", "aic_metrics", "l2_cache", "msprof_tx", "mstx",
+                               "data_simplification", "record_op_args", "op_attr", "gc_detect_threshold",
+                               "export_type", "host_sys", "mstx_domain_include", "mstx_domain_exclude",
+                               "sys_io", "sys_interconnection"}),
+    "handler": frozenset({"dir_name", "worker_name", "analyse_flag", "async_mode"}),
+    "schedule": frozenset({"wait", "active", "warmup", "repeat", "skip_first", "skip_first_wait"}),
+    "aic_none": True,
+    "mstx_range": True,
+}
+
+
+def _params(fn: Callable, fallback: FrozenSet[str]) -> FrozenSet[str]:
+    try:
+        return frozenset(n for n in inspect.signature(fn).parameters if n != "self")
+    except (TypeError, ValueError):
+        return fallback
+
+
+def probe() -> Dict[str, Any]:
+    import torch_npu  # noqa: F401
+    import torch_npu.profiler as prof
+
+    st = STATIC_FEATURES
+    mstx = getattr(getattr(torch_npu, "npu", None), "mstx", None)
+    return {
+        "version": getattr(torch_npu, "__version__", "unknown"),
+        "profile": _params(prof.profile.__init__, st["profile"]),
+        "experimental": _params(prof._ExperimentalConfig.__init__, st["experimental"]),
+        "handler": _params(prof.tensorboard_trace_handler, st["handler"]),
+        "schedule": _params(prof.schedule, st["schedule"]),
+        "aic_none": hasattr(getattr(prof, "AiCMetrics", None), "AiCoreNone"),
+        "mstx_range": hasattr(mstx, "range_start") and hasattr(mstx, "range_end"),
+    }
+
+
+def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
+    contents = s["contents"]
+    role = role_of(key)
+    notes: List[str] = []
+    if f.get("version"):
+        notes.append(f"built for the installed torch_npu {f['version']}")
+
+    def keep(group: str, name: str, source: str, out: List[str]) -> None:
+        if name in f[group]:
+            out.append(f"{name}={source}")
+        else:
+            notes.append(f"this torch_npu has no {name}=; left out")
+
+    create = ["import os"] + (["import socket"] if role else []) + ["import torch_npu", ""]
+    if "npu" in contents:
+        create += ["if not torch_npu.npu.is_available():",
+                   "    raise RuntimeError('no NPU device is available (torch_npu.npu.is_available() is False)')"]
+    create.append(f"os.makedirs({s['save_path']!r}, exist_ok=True)")
+
+    exp: List[str] = []
+    keep("experimental", "profiler_level", f"{P}.ProfilerLevel.{LEVEL[s['level']]}", exp)
+    if s["level"] in ("level0", "level_none") and f.get("aic_none") and "aic_metrics" in f["experimental"]:
+        exp.append(f"aic_metrics={P}.AiCMetrics.AiCoreNone")  # no AI Core metrics below level1
+    keep("experimental", "export_type", f"{P}.ExportType.{EXPORT[s['export_type']]}", exp)  # a str, never a list
+    if s["mstx"]:
+        if "mstx" in f["experimental"]:
+            exp.append("mstx=True")
+        elif "msprof_tx" in f["experimental"]:
+            exp.append("msprof_tx=True")
+        else:
+            notes.append("this torch_npu has neither mstx= nor msprof_tx=; markers are not collected")
+    create += call(f"experimental_config = {P}._ExperimentalConfig", exp)
+
+    handler = [repr(s["save_path"])]
+    if role:  # actor, ref, ... share a folder: the role goes into the folder name
+        handler.append(f"worker_name=socket.gethostname() + {('_' + role)!r}")
+    if "analyse_flag" in f["handler"]:
+        handler.append(f"analyse_flag={bool(s['analysis'])!r}")
+    elif s["analysis"]:
+        notes.append("this torch_npu has no analyse_flag=; analyse offline with torch_npu.profiler.profiler.analyse")
+    create.append(f"on_trace_ready = {P}.tensorboard_trace_handler({', '.join(handler)})")
+    create += ["if on_trace_ready is None:",
+               "    raise RuntimeError('torch_npu.profiler.tensorboard_trace_handler returned None: "
+               "torch_npu rejected the output folder and would discard the data')"]
+
+    acts = [f"{P}.ProfilerActivity.{a.upper()}" for a in ("cpu", "npu") if a in contents]
+    sched = [f"{k}={int(s[k])!r}" for k in ("wait", "warmup", "active", "repeat", "skip_first")
+             if k in f["schedule"]]
+    missing = [k for k in ("wait", "warmup", "active", "repeat", "skip_first") if k not in f["schedule"]]
+    if missing:
+        raise RuntimeError(f"this torch_npu's schedule has no {', '.join(missing)}")
+    prof: List[str] = []
+    keep("profile", "activities", f"[{', '.join(acts)}]", prof)
+    keep("profile", "schedule", f"{P}.schedule({', '.join(sched)})", prof)
+    keep("profile", "on_trace_ready", "on_trace_ready", prof)
+    for flag, item in (("record_shapes", "shapes"), ("profile_memory", "memory"),
+                       ("with_stack", "stack"), ("with_modules", "module")):
+        if flag in f["profile"]:
+            prof.append(f"{flag}={item in contents!r}")
+        elif item in contents:
+            notes.append(f"this torch_npu has no {flag}=; profiler.contents {item} left out")
+    keep("profile", "experimental_config", "experimental_config", prof)
+    create += call(f"prof = {P}.profile", prof)
+
+    sections = {
+        "create": "\n".join(create) + "\n",
+        "begin": "prof.start()\n",
+        "advance": "prof.step()\n",
+        "end": "prof.stop()\n",
+    }
+    if s["mstx"] and "npu" in contents:
+        if f.get("mstx_range"):
+            sections["step_enter"] = f"mstx_range_id = torch_npu.npu.mstx.range_start({key!r} + '#' + str(step))\n"
+            sections["step_exit"] = "torch_npu.npu.mstx.range_end(mstx_range_id)\n"
+        else:
+            notes.append("this torch_npu has no mstx.range_start; no range per step")
+    elif s["mstx"]:
+        notes.append("mstx markers are recorded only with npu in profiler.contents")
+    return Plan(sections=sections, trace_dir=s["save_path"], notes=tuple(notes))

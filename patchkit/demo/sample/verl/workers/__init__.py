@@ -1,0 +1,1 @@
+"""patchkit demo sample: verl.workers (stand-in)."""
