@@ -1017,3 +1017,46 @@ def test_non_intrusive_dynamic_profiling_and_torch_npu_registration(tmp_path):
     assert "non_intrusive_hook:register_optimizer_step_post_hook" in res["diag"]
     assert len(res["dirs"]) == 1
     assert os.path.isfile(os.path.join(res["dirs"][0], "FRAMEWORK", "double_events.json"))
+
+
+# ============================================================== 10. model-based checks ===
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ImportError:  # hypothesis is a dev extra; the rest of the module still runs
+    given = None
+
+if given is None:
+    @pytest.mark.skip(reason="hypothesis is not installed")
+    def test_state_machine_matches_transition_table():
+        pass
+else:
+    _SCHED = st.fixed_dictionaries({
+        "wait": st.integers(0, 3), "warmup": st.integers(0, 2), "active": st.integers(1, 3),
+        "repeat": st.integers(0, 3), "skip_first": st.integers(0, 3), "skip_first_wait": st.integers(0, 1)})
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(params=_SCHED, steps=st.integers(0, 14))
+    def test_state_machine_matches_transition_table(use, params, steps):
+        """Folders created, traces handed over and folders deleted follow section 3.2 for any schedule."""
+        tn = use("2.14.0")  # re-import per example: a fresh recorder and path singleton
+        P, d = tn.profiler, tn._double
+        actions = [_sched_sim(i, **params) for i in range(steps + 1)]
+        created = ready = 0
+        prev = "-"
+        for cur in actions:
+            if prev in "-S" and cur in "WRS":
+                created += 1
+            if prev == "S":
+                ready += 1
+            prev = cur
+        last = actions[-1]
+        ready += last in "RS"
+        deleted = 1 if last == "W" else 0
+        seen = []
+        prof = P.profile(activities=[P.ProfilerActivity.NPU], schedule=P.schedule(**params),
+                         on_trace_ready=seen.append)
+        _run(tn, prof, steps)
+        rec = d.recorder.profiles[-1]
+        assert (len(rec.dirs), len(seen), len(rec.deleted_dirs)) == (created, ready, deleted)
+        assert all(s is prof for s in seen)
