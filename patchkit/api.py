@@ -28,8 +28,11 @@ from .targets import Installed, check_version, locate
 # ---------------------------------------------------------------- recipes
 
 def builtin_dir() -> Path:
-    import patchkit.recipes
-
+    """The shipped recipes; in a source checkout, the top-level recipes/ folder."""
+    try:
+        import patchkit.recipes
+    except ImportError:
+        return Path(__file__).resolve().parent.parent / "recipes"
     return Path(patchkit.recipes.__file__).parent
 
 
