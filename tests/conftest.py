@@ -36,3 +36,18 @@ def tree(tmp_path):
 def snapshot(root: Path) -> dict:
     """Every file under ``root`` with its bytes, to prove nothing changed."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Real-wheel tests fail in CI when a download fails; elsewhere they skip and say why."""
+    import os
+
+    import realwheels
+
+    try:
+        return (yield)
+    except realwheels.RealWheelError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"real wheels could not be fetched (is the package registry reachable?): {exc}")
