@@ -12,14 +12,14 @@ import io
 import os
 import time
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import engine
 from .diff import unified
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
-from .ledger import AppliedRecipe, FileRecord, Ledger, atomic_write, sha256
+from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
 from .recipe import load_recipe
 from .targets import Installed, check_version, locate
@@ -75,6 +75,7 @@ class FilePlan:
     text: str
     result: TransformResult
     points: Tuple[Point, ...]
+    via: str = ""  # "through symlink X" when the recipe's path is a link
 
     @property
     def changes(self) -> bool:
@@ -120,14 +121,16 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
         chosen.setdefault(_choose(settings, installed, candidates, points), []).extend(points)
     result = Plan(settings, installed)
     for relpath, points in chosen.items():
-        path = installed.root / relpath
+        link = installed.root / relpath
+        path = link.resolve()
+        via = f"through symlink {link}" if path != link.absolute() else ""
         data = path.read_bytes()
         text, encoding = decode(data, path)
         outcome = engine.transform(text, settings, points, str(path))
         if isinstance(outcome, CannotApply):
             raise AnchorError(outcome.reason, Location(str(path), outcome.line, outcome.col),
                               "this file does not have the shape the recipe expects")
-        result.files.append(FilePlan(path, relpath, data, encoding, text, outcome, tuple(points)))
+        result.files.append(FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via))
     return result
 
 
@@ -178,40 +181,40 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     ledger = ledger or Ledger()
     with ledger.locked() as led:
         p = plan(settings, root)
-        outcomes, writes = [], []
+        outcomes, writes, before = [], [], {}
         for f in p.files:
             if not f.changes:
-                outcomes.append(FileOutcome(f.path, f.relpath, "already applied"))
+                outcomes.append(FileOutcome(f.path, f.relpath, "already applied", f.via))
                 continue
             _check_writable(f.path)
             new = f.new_bytes()
-            rec = led.files.get(str(f.path))
-            if rec is not None and sha256(f.data) == rec.patched_sha256:
-                original_sha = rec.original_sha256
-                if led.read_backup(original_sha) is None:
-                    original_sha = led.backup(engine.strip(f.text).encode(f.encoding))
+            key = str(f.path)
+            rec = led.files.get(key)
+            before[key] = asdict(rec) if rec is not None else None
+            original = engine.strip(f.text).encode(f.encoding)
+            if rec is not None and sha256(f.data) == rec.patched_sha256 and led.read_backup(rec.original_sha256) is not None:
+                original_sha = rec.original_sha256  # the exact bytes from before the first recipe
             else:  # first patch of this file, or it changed since: its text without patchkit lines is the original
-                original_sha = led.backup(engine.strip(f.text).encode(f.encoding))
+                original_sha = led.backup(original)
                 rec = None
-            if engine.strip(f.result.text).encode(f.encoding) != (led.read_backup(original_sha) or b""):
+            if engine.strip(f.result.text).encode(f.encoding) != led.read_backup(original_sha):
                 raise LedgerError("internal error: taking the patch out again would not give the original bytes; "
-                                  "nothing was written", Location(str(f.path)), "please report this with the target file")
-            rec = rec or FileRecord(path=str(f.path), relpath=f.relpath, root=str(p.installed.root),
+                                  "nothing was written", Location(key), "please report this with the target file")
+            rec = rec or FileRecord(path=key, relpath=f.relpath, root=str(p.installed.root),
                                     distribution=settings.recipe.target.distribution, version=p.installed.version,
                                     original_sha256=original_sha, patched_sha256="")
-            rec.original_sha256 = original_sha
             state = "updated" if settings.id in rec.recipes or settings.id in engine.applied_ids(f.text) else "patched"
             rec.patched_sha256 = sha256(new)
             rec.version = p.installed.version
             rec.recipes[settings.id] = AppliedRecipe(
                 choices=dict(settings.choices), overrides=list(settings.overrides), backend=settings.recipe.backend,
                 recipe_path=settings.recipe.path, applied_at=time.time())
-            led.files[str(f.path)] = rec
-            writes.append((f, new))
-            outcomes.append(FileOutcome(f.path, f.relpath, state, f"{len(f.result.insertions)} lines"))
+            led.files[key] = rec
+            writes.append((f.path, f.data, new))
+            detail = f"{len(f.result.insertions)} lines" + (f"; {f.via}" if f.via else "")
+            outcomes.append(FileOutcome(f.path, f.relpath, state, detail))
         if writes:
-            led.save()
-            _write_all(writes, led)
+            led.commit(writes, before)
         return outcomes
 
 
@@ -221,31 +224,14 @@ def _check_writable(path: Path) -> None:
                           "run patchkit as the user who owns the installation, or use a writable copy with --root")
 
 
-def _write_all(writes, led: Ledger) -> None:
-    done = []
-    try:
-        for f, new in writes:
-            atomic_write(f.path, new)
-            done.append(f)
-    except OSError as exc:
-        for f in done:  # all or nothing: put back what was written
-            atomic_write(f.path, f.data)
-        for f, _ in writes:
-            rec = led.files.get(str(f.path))
-            if rec is not None and rec.patched_sha256 != sha256(f.data):
-                led.files.pop(str(f.path))
-        led.save()
-        raise LedgerError(f"writing failed: {exc}; every file was put back", Location(str(exc.filename or "")),
-                          "check disk space and permissions, then run the command again") from None
-
-
 def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optional[str] = None,
-           ledger: Optional[Ledger] = None) -> List[FileOutcome]:
+           ledger: Optional[Ledger] = None, force: bool = False) -> List[FileOutcome]:
+    """Take recipes out again: exact original bytes where the file is as patchkit left it."""
     ids = set(recipe_ids)
     if not ids and not everything:
         raise PatchkitError("say which recipes to revert, or --all", hint="patchkit revert RECIPE... or patchkit revert --all")
     ledger = ledger or Ledger()
-    outcomes = []
+    outcomes, writes, before = [], [], {}
     with ledger.locked() as led:
         base = str(Path(root).expanduser().resolve()) if root else None
         for key, rec in sorted(led.files.items()):
@@ -254,54 +240,80 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
             gone = set(rec.recipes) if everything else ids & set(rec.recipes)
             if not gone:
                 continue
-            outcomes.append(_revert_file(led, rec, gone))
+            before[key] = asdict(rec)
+            outcome, change = _revert_file(led, rec, gone, force)
+            outcomes.append(outcome)
+            if change is not None:
+                writes.append(change)
+                rec.patched_sha256 = sha256(change[2])
             for rid in gone:
                 rec.recipes.pop(rid, None)
             if not rec.recipes:
                 led.files.pop(key)
-        led.save()
-    if ids and not outcomes:
-        raise LedgerError(f"nothing to revert: {', '.join(sorted(ids))} is not applied"
-                          + (f" under {root}" if root else ""), hint="see `patchkit status`")
+        if ids and not outcomes:
+            raise LedgerError(f"nothing to revert: {', '.join(sorted(ids))} is not applied"
+                              + (f" under {root}" if root else ""), hint="see `patchkit status`")
+        if before:
+            led.commit(writes, before)
     return outcomes
 
 
-def _revert_file(led: Ledger, rec: FileRecord, gone: set) -> FileOutcome:
+def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
+    """What to do with one file: an outcome, and ``(path, old, new)`` when it is to be written."""
     path = Path(rec.path)
     label = ",".join(sorted(gone))
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return FileOutcome(path, rec.relpath, "missing", label)
+        return FileOutcome(path, rec.relpath, "missing", label), None
     digest = sha256(data)
     if digest == rec.original_sha256:
-        return FileOutcome(path, rec.relpath, "already original", label)
+        return FileOutcome(path, rec.relpath, "already original", label), None
     text, encoding = decode(data, path)
     if not any(rid in engine.applied_ids(text) for rid in gone):
-        return FileOutcome(path, rec.relpath, "replaced", label)  # reinstalled or upgraded: leave it alone
+        return FileOutcome(path, rec.relpath, "replaced", label), None  # reinstalled or upgraded: leave it alone
     edited = digest != rec.patched_sha256
-    if not edited and not set(rec.recipes) - gone:
-        backup = led.read_backup(rec.original_sha256)
-        if backup is not None:
-            atomic_write(path, backup)
-            return FileOutcome(path, rec.relpath, "reverted", label)
+    everything = not set(rec.recipes) - gone
+    backup = led.read_backup(rec.original_sha256)
+    if everything and backup is not None and (not edited or force):
+        state = "reverted" if not edited else "reverted, edits discarded (--force)"
+        return FileOutcome(path, rec.relpath, state, label), (path, data, backup)
     new = text
     for rid in gone:
         new = engine.strip(new, rid)
-    new_bytes = new.encode(encoding)
-    atomic_write(path, new_bytes)
-    rec.patched_sha256 = sha256(new_bytes)
-    return FileOutcome(path, rec.relpath, "reverted, edits kept" if edited else "reverted", label)
+    leftover = _leftover(new, gone, everything)
+    if leftover and not force:
+        raise LedgerError(f"line {leftover[0]} still refers to patchkit after its marked lines are taken out "
+                          f"(edited by hand?): {leftover[1].strip()[:80]}", Location(str(path), leftover[0]),
+                          "remove that line yourself, or run `patchkit revert --force` to "
+                          + ("restore the original file" if everything and backup is not None else "take out only the marked lines"))
+    state = "reverted, edits kept" if edited else "reverted"
+    if backup is None and everything:
+        state += " (backup missing: marked lines taken out)"
+    return FileOutcome(path, rec.relpath, state, label), (path, data, new.encode(encoding))
+
+
+def _leftover(text: str, gone: set, everything: bool):
+    """The first line that still mentions a reverted recipe (or the runtime, when none is left)."""
+    for number, line in enumerate(engine.split_lines(text), 1):
+        if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line):
+            return number, line
+    return None
 
 
 @dataclass
 class FileStatus:
     record: FileRecord
-    state: str  # applied, edited, replaced, reverted, missing
+    state: str  # applied, edited since apply, replaced (reinstalled?), reverted outside patchkit, missing
+    backup_ok: bool = True
 
 
 def status(ledger: Optional[Ledger] = None) -> List[FileStatus]:
-    led = (ledger or Ledger()).load()
+    with (ledger or Ledger()).locked() as led:  # the lock also finishes recovering from a crashed run
+        return _status(led)
+
+
+def _status(led: Ledger) -> List[FileStatus]:
     out = []
     for _key, rec in sorted(led.files.items()):
         path = Path(rec.path)
@@ -319,7 +331,7 @@ def status(ledger: Optional[Ledger] = None) -> List[FileStatus]:
             state = "edited since apply"
         else:
             state = "replaced (reinstalled?)"
-        out.append(FileStatus(rec, state))
+        out.append(FileStatus(rec, state, led.read_backup(rec.original_sha256) is not None))
     return out
 
 

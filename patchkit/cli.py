@@ -31,6 +31,19 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _ledger():
+    """The ledger a command uses; anything it recovers from a crashed run is said on stderr."""
+    from .ledger import Ledger
+
+    class Said(Ledger):
+        def recover(self) -> None:
+            super().recover()
+            while self.recovered:
+                _say(f"note: {self.recovered.pop(0)}")
+
+    return Said()
+
+
 def root_option(f):
     return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
 
@@ -161,7 +174,7 @@ def apply(recipe, overrides, root, backend) -> None:
     s = api.load(recipe, overrides, backend)
     for note in s.recipe.notes:
         _say(f"note: {note}")
-    outcomes = api.apply(s, root)
+    outcomes = api.apply(s, root, ledger=_ledger())
     for o in outcomes:
         _say(f"{o.state}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
     changed = sum(o.state in ("patched", "updated") for o in outcomes)
@@ -172,12 +185,13 @@ def apply(recipe, overrides, root, backend) -> None:
 @main.command()
 @click.argument("recipes", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="revert every recipe patchkit applied")
+@click.option("--force", is_flag=True, help="revert files edited by hand after apply even where patchkit lines were changed")
 @root_option
-def revert(recipes, everything, root) -> None:
+def revert(recipes, everything, force, root) -> None:
     """Restore the original files."""
     from . import api
 
-    outcomes = api.revert(recipes, everything, root)
+    outcomes = api.revert(recipes, everything, root, ledger=_ledger(), force=force)
     for o in outcomes:
         _say(f"{o.state}: {o.path} ({o.detail})")
     _say(f"{len(outcomes)} file(s) handled" if outcomes else "nothing was applied")
@@ -190,10 +204,11 @@ def status(as_json: bool) -> None:
     from . import api
     from .ledger import home
 
-    rows = api.status()
+    rows = api.status(ledger=_ledger())
     if as_json:
         click.echo(json.dumps({"home": str(home()), "files": [{
             "path": st.record.path, "relpath": st.record.relpath, "root": st.record.root, "state": st.state,
+            "backup": "ok" if st.backup_ok else "missing or corrupted",
             "distribution": st.record.distribution, "version": st.record.version,
             "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend}
                         for rid, a in sorted(st.record.recipes.items())},
@@ -204,7 +219,8 @@ def status(as_json: bool) -> None:
         return
     for st in rows:
         recipes = ", ".join(sorted(st.record.recipes))
-        click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version})")
+        warn = "" if st.backup_ok else "  [backup missing or corrupted: revert takes the marked lines out]"
+        click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version}){warn}")
 
 
 @main.command()

@@ -68,22 +68,34 @@ class FileRecord:
 
 
 class Ledger:
+    """The records, the backups, and the journal of the change being written.
+
+    A change to several files is written as a transaction: the ledger first
+    records the bytes each file had and will have (``pending``), then the
+    files are written, then ``pending`` is cleared.  If the process dies in
+    between, the next command that takes the lock puts every file of that
+    change back (:meth:`recover`): all or nothing, even across SIGKILL.
+    """
+
     def __init__(self, root: Optional[Path] = None):
         self.home = root or home()
         self.path = self.home / "ledger.json"
         self.backups = self.home / "backups"
         self.files: Dict[str, FileRecord] = {}
+        self.pending: Optional[dict] = None
+        self.recovered: list = []  # what recover() put back, for the command line to say
 
     # ------------------------------------------------------------ state
     def load(self) -> "Ledger":
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            self.files = {}
+            self.files, self.pending = {}, None
             return self
         try:
             data = json.loads(raw)
             self.files = {k: FileRecord.from_json(dict(v)) for k, v in data.get("files", {}).items()}
+            self.pending = data.get("pending")
         except (ValueError, TypeError, AttributeError) as exc:
             raise LedgerError(f"the ledger is not readable: {exc}", Location(str(self.path)),
                               "move the file aside; the backups in backups/ are still there") from None
@@ -91,6 +103,8 @@ class Ledger:
 
     def save(self) -> None:
         data = {"format": 1, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
+        if self.pending:
+            data["pending"] = self.pending
         self.home.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
@@ -128,19 +142,78 @@ class Ledger:
                         raise LockedError(f"another patchkit process holds {self.home / 'lock'}",
                                           hint="wait for it to finish and run the command again") from None
                     time.sleep(0.05)
-            yield self.load()
+            self.load()
+            self.recover()
+            yield self
         finally:
             os.close(fd)
 
+    # ------------------------------------------------------------ transactions
+    def commit(self, writes, records_before: Dict[str, Optional[dict]]) -> None:
+        """Write ``(path, old_bytes, new_bytes)`` triples all or nothing; the records are already updated."""
+        self.pending = {
+            "files": [{"path": str(p), "old": self.backup(old), "new": sha256(new)} for p, old, new in writes],
+            "records": records_before,
+        }
+        self.save()
+        pause = float(os.environ.get("PATCHKIT_TEST_SLOW_WRITE", "0") or 0)
+        try:
+            for i, (path, _old, new) in enumerate(writes):
+                if pause and i:
+                    time.sleep(pause)
+                write_source(Path(path), new)
+        except OSError as exc:
+            self.recover()
+            raise LedgerError(f"writing failed: {exc.strerror or exc}; every file was put back",
+                              Location(str(exc.filename or path)),
+                              "check disk space and permissions, then run the command again") from None
+        self.pending = None
+        self.save()
+
+    def recover(self) -> None:
+        """Undo a change that a dead process left half-written, and restore its records."""
+        if not self.pending:
+            return
+        for change in self.pending.get("files", []):
+            path = Path(change["path"])
+            try:
+                current = sha256(path.read_bytes())
+            except OSError:
+                continue
+            if current == change["new"] and current != change["old"]:
+                old = self.read_backup(change["old"])
+                if old is not None:
+                    write_source(path, old)
+                    self.recovered.append(f"put back {path} (an earlier patchkit run stopped half-way)")
+        for key, record in self.pending.get("records", {}).items():
+            if record is None:
+                self.files.pop(key, None)
+            else:
+                self.files[key] = FileRecord.from_json(dict(record))
+        self.pending = None
+        self.save()
+
+
+def write_source(path: Path, data: bytes) -> None:
+    """Replace a target file atomically and drop its compiled copies, so no stale .pyc can shadow it."""
+    atomic_write(path, data)
+    for pyc in path.parent.glob(f"__pycache__/{path.stem}.*.pyc"):
+        with contextlib.suppress(OSError):
+            pyc.unlink()
+
 
 def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new bytes, never a mix."""
+    """Write ``data`` to ``path`` so that readers see the old or the new bytes, never a mix.
+
+    The file keeps its mode and, where the process may set it, its owner.
+    """
     path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
     if mode is None:
-        try:
-            mode = os.stat(path).st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
+        mode = st.st_mode & 0o7777 if st else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".patchkit-tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -148,6 +221,9 @@ def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if st is not None and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+            with contextlib.suppress(OSError):
+                os.chown(tmp, st.st_uid, st.st_gid)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -163,3 +163,83 @@ def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
         api.status()
     assert str(patchkit_home / "ledger.json") in info.value.render()
     assert os.path.exists(patchkit_home / "ledger.json")
+
+
+def test_a_change_left_half_written_is_put_back_by_the_next_command(tree, patchkit_home, capsys):
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    settings = api.load("verl-fsdp-update")
+    plan = api.plan(settings, str(root))
+    [f] = plan.files
+    ledger = Ledger()
+    # what a process killed right after writing the file leaves behind: the journal entry and the new bytes
+    with ledger.locked() as led:
+        led.pending = {"files": [{"path": str(f.path), "old": led.backup(f.data), "new": sha256(f.new_bytes())}],
+                       "records": {str(f.path): None}}
+        led.files[str(f.path)] = __import__("patchkit.ledger", fromlist=["FileRecord"]).FileRecord(
+            path=str(f.path), relpath=f.relpath, root=str(root), distribution="verl", version="0.6.1",
+            original_sha256=sha256(f.data), patched_sha256=sha256(f.new_bytes()))
+        led.save()
+    f.path.write_bytes(f.new_bytes())
+    result = CliRunner().invoke(main, ["status"])
+    assert result.exit_code == 0
+    assert "put back" in result.stderr and "stopped half-way" in result.stderr
+    assert "nothing applied" in result.stdout
+    assert snapshot(root) == before
+
+
+def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_path):
+    root = tree("verl-0.6")
+    real = tmp_path / "elsewhere.py"
+    link = root / DP
+    real.write_bytes(link.read_bytes())
+    link.unlink()
+    link.symlink_to(real)
+    original = real.read_bytes()
+    [outcome] = api.apply(api.load("verl-fsdp-update"), str(root))
+    assert outcome.path == real.resolve() and "through symlink" in outcome.detail
+    assert link.is_symlink() and b"patchkit" in real.read_bytes()
+    api.revert([], everything=True)
+    assert link.is_symlink() and real.read_bytes() == original
+
+
+def test_stale_compiled_copies_are_dropped_and_owner_and_mode_kept(tree):
+    root = tree("verl-0.6")
+    target = root / DP
+    cache = target.parent / "__pycache__"
+    cache.mkdir()
+    stale = cache / "dp_actor.cpython-311.pyc"
+    stale.write_bytes(b"stale")
+    target.chmod(0o640)
+    if os.getuid() == 0:
+        os.chown(target, 1234, 2345)
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    assert not stale.exists()
+    st = target.stat()
+    assert st.st_mode & 0o777 == 0o640
+    if os.getuid() == 0:
+        assert (st.st_uid, st.st_gid) == (1234, 2345)
+
+
+def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    text = (root / DP).read_text()
+    edited = text.replace('_patchkit_runtime.step("verl-fsdp-update")  # patchkit:verl-fsdp-update',
+                          '_patchkit_runtime.step("verl-fsdp-update")  # patchkit:verl-fsdp-update, mine')
+    assert edited != text
+    (root / DP).write_text(edited)
+    from patchkit.errors import LedgerError
+
+    with pytest.raises(LedgerError) as info:
+        api.revert(["verl-fsdp-update"])
+    assert "still refers to patchkit" in info.value.message and "--force" in info.value.hint
+    assert (root / DP).read_text() == edited  # nothing changed
+    [outcome] = api.revert(["verl-fsdp-update"], force=True)
+    assert outcome.state == "reverted, edits discarded (--force)"
+    assert snapshot(root) == before
