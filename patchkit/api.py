@@ -117,38 +117,47 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
     for point in settings.active_points():
         groups.setdefault(point.files or recipe.target.files, []).append(point)
     chosen: Dict[str, List[Point]] = {}
+    seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
     for candidates, points in groups.items():
-        chosen.setdefault(_choose(settings, installed, candidates, points), []).extend(points)
+        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
     result = Plan(settings, installed)
     for relpath, points in chosen.items():
-        link = installed.root / relpath
-        path = link.resolve()
-        via = f"through symlink {link}" if path != link.absolute() else ""
-        data = path.read_bytes()
-        text, encoding = decode(data, path)
-        outcome = engine.transform(text, settings, points, str(path))
-        if isinstance(outcome, CannotApply):
-            raise AnchorError(outcome.reason, Location(str(path), outcome.line, outcome.col),
+        f = _file_plan(settings, installed, relpath, points, seen)
+        if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
+            raise AnchorError(f.result.reason, Location(str(f.path), f.result.line, f.result.col),
                               "this file does not have the shape the recipe expects")
-        result.files.append(FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via))
+        result.files.append(f)
     return result
 
 
-def _choose(settings: Settings, installed: Installed, candidates: Sequence[str], points: List[Point]) -> str:
+def _file_plan(settings: Settings, installed: Installed, relpath: str, points: Sequence[Point],
+               seen: Dict[tuple, FilePlan]) -> FilePlan:
+    key = (relpath, tuple(map(id, points)))
+    if key in seen:
+        return seen[key]
+    link = installed.root / relpath
+    path = link.resolve()
+    via = f"through symlink {link}" if path != link.absolute() else ""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
+    text, encoding = decode(data, path)
+    outcome = engine.transform(text, settings, points, str(path))
+    seen[key] = FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via)
+    return seen[key]
+
+
+def _choose(settings: Settings, installed: Installed, candidates: Sequence[str], points: List[Point],
+            seen: Dict[tuple, FilePlan]) -> str:
     failures: List[Tuple[Path, CannotApply]] = []
     for relpath in candidates:
-        path = installed.root / relpath
-        if not path.is_file():
+        if not (installed.root / relpath).is_file():
             continue
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
-        text, _ = decode(data, path)
-        outcome = engine.transform(text, settings, points, str(path))
-        if not isinstance(outcome, CannotApply):
+        f = _file_plan(settings, installed, relpath, points, seen)
+        if not isinstance(f.result, CannotApply):
             return relpath
-        failures.append((path, outcome))
+        failures.append((f.path, f.result))
     recipe = settings.recipe
     version = f"{recipe.target.distribution} {installed.version or '(version unknown)'}"
     if not failures:
@@ -187,6 +196,10 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
                 outcomes.append(FileOutcome(f.path, f.relpath, "already applied", f.via))
                 continue
             _check_writable(f.path)
+            broken = engine.check_compiles(f.result.text, str(f.path))
+            if broken is not None:
+                raise AnchorError(broken.reason, Location(str(f.path), broken.line, broken.col),
+                                  "please report this with the target file")
             new = f.new_bytes()
             key = str(f.path)
             rec = led.files.get(key)

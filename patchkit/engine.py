@@ -1,20 +1,18 @@
 """The engine: (source text, settings) -> new text, or a precise reason it cannot apply.
 
-It never writes and never raises for "not applicable".  The module is
-located with :mod:`ast` (fast); only the methods that change are parsed by
-libcst, each on its own, and the new lines are put back into the original
-text, so everything else stays byte for byte.  Every change is checked to be
-a pure insertion of marked lines, and the result must compile.
+It never writes and never raises for "not applicable".  The places are
+found on Python's own syntax tree of the module (fast); the new lines are
+built from templates and each goes through libcst's parser; they are then
+put between the original lines, so every original byte stays as it was
+(encoding, line endings, tabs, comments) and the change is insertions only.
+The result must compile.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
-
-import libcst as cst
 
 from . import codegen
 from .model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
@@ -47,6 +45,8 @@ def is_own_line(line: str, recipe_id: Optional[str] = None) -> bool:
 
 def strip(text: str, recipe_id: Optional[str] = None) -> str:
     """Take out the lines patchkit added (for one recipe, or for all)."""
+    if "  # patchkit:" not in text:  # most files: nothing to look at line by line
+        return text
     return "".join(line for line in split_lines(text) if not is_own_line(line, recipe_id))
 
 
@@ -76,27 +76,30 @@ def transform(source: str, settings: Settings, points: Optional[Sequence[Point]]
     text = insert(original, insertions)
     if text == source:
         return AlreadyApplied(source)
+    return Applied(text, tuple(insertions))
+
+
+def insert(original: str, insertions: Iterable[Insertion], lines: Optional[List[str]] = None) -> str:
+    """``original`` with each insertion's line (and the file's line ending) before its index."""
+    lines = split_lines(original) if lines is None else lines
+    nl = newline_of(lines)
+    out: List[str] = []
+    done = 0
+    for ins in sorted(insertions, key=lambda i: i.index):  # stable: same-index lines keep their order
+        out.extend(lines[done:ins.index])
+        done = max(done, ins.index)
+        out.append(ins.text + nl)
+    out.extend(lines[done:])
+    return "".join(out)
+
+
+def check_compiles(text: str, path: str) -> Optional[CannotApply]:
+    """The whole patched file must compile (``api.apply`` checks this before writing)."""
     try:
         compile(text, path, "exec", dont_inherit=True)
     except SyntaxError as exc:  # a bug in patchkit, never the user's fault: say so plainly
         return CannotApply(f"the patched file would not compile ({exc.msg}); nothing was written", exc.lineno, exc.offset)
-    return Applied(text, tuple(insertions))
-
-
-def insert(original: str, insertions: Iterable[Insertion]) -> str:
-    lines = split_lines(original)
-    nl = newline_of(lines)
-    if lines and not lines[-1].endswith(("\n", "\r")) and any(i.index >= len(lines) for i in insertions):
-        lines[-1] += nl  # cannot happen: plan() refuses that case
-    by_index: Dict[int, List[str]] = {}
-    for ins in insertions:
-        by_index.setdefault(ins.index, []).append(ins.text + nl)
-    out: List[str] = []
-    for i in range(len(lines) + 1):
-        out.extend(by_index.get(i, ()))
-        if i < len(lines):
-            out.append(lines[i])
-    return "".join(out)
+    return None
 
 
 def plan(original: str, settings: Settings, points: Sequence[Point], path: str) -> List[Insertion]:
@@ -159,28 +162,8 @@ def _find(tree: ast.Module, cls: str, method: str) -> ast.AST:
 def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, method: str,
             points: Sequence[Point]) -> List[Insertion]:
     func = _find(tree, cls, method)
-    first = min([func.lineno] + [d.lineno for d in func.decorator_list])
-    last = func.end_lineno
-    # The method alone, under a stand-in class header: libcst sees a few dozen lines, not the module.
-    # Line endings are made "\n" for libcst; the new lines get the file's own ending in insert().
-    old = [line.rstrip("\r\n") + "\n" for line in lines[first - 1:last]]
-    nl = "\n"
-    module = cst.parse_module("class _:" + nl + "".join(old))
-    cfunc = module.body[0].body.body[0]
-    offset = first - 2  # snippet line n is file line n + offset
-
-    positions = {}
-
-    def line_of(node: cst.CSTNode) -> int:
-        if not positions:
-            wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-            positions.update(wrapper.resolve(cst.metadata.PositionProvider))
-        return positions[node].start.line + offset
-
-    scan = scan_method(cfunc, cls, method, line_of)
-    blocks: Dict[int, List[Tuple[int, cst.BaseStatement]]] = {}
-    decorators: List[cst.Decorator] = []
-    config = module.config_for_parsing
+    scan = scan_method(func, cls, method)
+    out = []
     for point in points:
         try:
             sites = REGISTRY[point.at](scan, point)
@@ -188,50 +171,59 @@ def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, me
             raise _Failed(exc.reason, exc.line) from None
         for site in sites:
             if isinstance(site, Decorate):
+                index, indent = func.lineno - 1, _indent(lines[func.lineno - 1])
                 code = codegen.exit_decorator(settings, point, func)
-                decorators.append(cst.parse_statement(code + nl + "def _(): pass" + nl, config).decorators[0])
             else:
-                stmt = cst.parse_statement(codegen.call_statement(settings, point) + nl, config)
-                blocks.setdefault(id(site.block), []).append((site.index, stmt))
-    new = module.visit(_Insert(blocks, cfunc, decorators)).code
-    found = _insertions(old, split_lines(new)[1:], first - 1, settings.id, f"{cls}.{method}")
-    if last == len(lines) and not lines[-1].endswith(("\n", "\r")) and any(i.index == last for i in found):
+                index, indent = _position(site, lines, scan)
+                code = codegen.call_statement(settings, point)
+            out.append(Insertion(index, indent + _checked(code)))
+    if any(i.index == len(lines) for i in out) and lines and not lines[-1].endswith(("\n", "\r")):
         raise _Failed("the file does not end with a newline and the line would go after its last line; "
-                      "patchkit only adds whole lines (add a newline at the end of the file)", last)
-    return found
-
-
-class _Insert(cst.CSTTransformer):
-    def __init__(self, blocks, func, decorators):
-        super().__init__()
-        self.blocks, self.func, self.decorators = blocks, func, decorators
-
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        adds = self.blocks.get(id(original))
-        if not adds:
-            return updated
-        body: List[cst.BaseStatement] = []
-        for i in range(len(updated.body) + 1):
-            body.extend(stmt for index, stmt in adds if index == i)
-            if i < len(updated.body):
-                body.append(updated.body[i])
-        return updated.with_changes(body=body)
-
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-        if original is self.func and self.decorators:
-            return updated.with_changes(decorators=[*updated.decorators, *self.decorators])
-        return updated
-
-
-def _insertions(old: List[str], new: List[str], base: int, recipe_id: str, where: str) -> List[Insertion]:
-    """Check that ``new`` is ``old`` plus marked lines, and say where each goes."""
-    out = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        added = new[j1:j2]
-        if tag != "insert" or not all(is_own_line(line, recipe_id) for line in added):
-            raise _Failed(f"internal error: the change to {where} is not a pure insertion of patchkit lines; "
-                          "nothing was written (please report this with the target file)")
-        out.extend(Insertion(base + i1, line.rstrip("\r\n")) for line in added)
+                      "patchkit only adds whole lines (add a newline at the end of the file)", len(lines))
+    # The method with its new lines must compile on its own (under a stand-in class header).
+    first = _first_line(func)
+    shifted = [Insertion(i.index - (first - 1), i.text) for i in out]
+    method_text = insert("", shifted, [ln.rstrip("\r\n") + "\n" for ln in lines[first - 1:func.end_lineno]])
+    try:
+        compile("class _:\n" + method_text, "<method>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise _Failed(f"internal error: {cls}.{method} would not compile with the new lines ({exc.msg}); "
+                      "nothing was written (please report this with the target file)", exc.lineno) from None
     return out
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t\f"))]
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    return min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+
+
+def _position(site: Site, lines: List[str], scan) -> Tuple[int, str]:
+    """The 0-based line index before which the new line goes, and its indentation."""
+    block, i = site.block, site.index
+    first = block[0]
+    line = lines[first.lineno - 1]
+    indent = _indent(line)
+    if len(indent.encode("utf-8")) != first.col_offset:
+        where = "the method" if site.owner is scan.func else f"the block at line {site.owner.lineno}"
+        raise _Failed(f"{where} in {scan.qualname} is written on one line; patchkit only adds whole lines",
+                      first.lineno)
+    while 0 < i < len(block) and _first_line(block[i]) == block[i - 1].end_lineno:
+        i += 1  # `a; b` on one line: the new line goes after the whole line
+    return (_first_line(block[i]) - 1 if i < len(block) else block[-1].end_lineno), indent
+
+
+def _checked(code: str) -> str:
+    """Every new line goes through libcst's parser: one complete statement (or decorator), as written."""
+    import libcst as cst  # only when a line is generated: list/status/--help never pay for it
+
+    try:
+        node = cst.parse_statement(code + "\n" + ("def _(): pass\n" if code.startswith("@") else ""))
+    except cst.ParserSyntaxError as exc:  # a bug in patchkit, never the recipe author's
+        raise _Failed(f"internal error: generated line is not valid Python ({exc.message}): {code}") from None
+    generated = cst.Module(body=[node]).code.splitlines()[0]
+    if generated != code:
+        raise _Failed(f"internal error: generated line does not round-trip through libcst: {code}")
+    return code

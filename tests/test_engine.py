@@ -285,7 +285,7 @@ def test_a_role_option_becomes_a_guard_or_a_runtime_choice(tmp_path):
 @pytest.mark.parametrize("src,needle", [
     ("class B:\n    def run(self):\n        pass\n", "no class A at the top level"),
     ("class A:\n    def other(self):\n        pass\n", "class A has no method run"),
-    ("class A:\n    def run(self): self.work()\n", "no statement calling self.work"),
+    ("class A:\n    def run(self): self.work()\n", "A.run is written on one line"),
     ("class A:\n    def run(self):\n        return self.work()\n", "no statement calling self.work"),
     ("class A:\n    def run(self:\n", "does not parse"),
 ])

@@ -1,20 +1,26 @@
 """Injection points: one small module per kind, a registry from the YAML word to it.
 
-Each finder gets a :class:`Scan` of one method (every block, statement, loop
-and call in it, nested functions left out) and a
+Each finder gets a :class:`Scan` of one method (every block, statement,
+loop and call in it, nested functions and classes left out) and a
 :class:`~patchkit.model.Point`, and returns the :class:`Site` objects where
 the point's line goes, or raises :class:`NotFound` with a precise reason.
+
+The scan reads Python's own syntax tree, which the engine already has for
+the whole module: finding costs a walk over one method, and only the new
+lines are built with libcst (see :mod:`patchkit.engine`).
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-import libcst as cst
-from libcst.helpers import get_full_name_for_node
-
 from ..model import Point
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)
 
 
 class NotFound(Exception):
@@ -28,131 +34,145 @@ class NotFound(Exception):
 
 @dataclass(frozen=True)
 class Site:
-    """Insert before ``block.body[index]`` (``index == len(body)``: at the end)."""
+    """Insert before ``block[index]`` (``index == len(block)``: after the last statement)."""
 
-    block: cst.IndentedBlock
+    block: List[ast.stmt]
     index: int
+    owner: ast.AST  # the statement whose body ``block`` is
+
+    def __hash__(self) -> int:
+        return hash((id(self.block), self.index))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Site) and other.block is self.block and other.index == self.index
 
 
 @dataclass(frozen=True)
 class Decorate:
     """Add an innermost decorator to ``func``."""
 
-    func: cst.FunctionDef
+    func: ast.AST
 
 
 @dataclass
 class Loop:
-    node: cst.CSTNode  # For or While
-    block: cst.IndentedBlock  # the block that holds the loop statement
+    node: ast.stmt  # For, AsyncFor or While
+    block: List[ast.stmt]  # the block that holds the loop statement
     index: int
-    parents: Tuple[cst.CSTNode, ...]  # enclosing loops, outermost first
+    owner: ast.AST
+    parents: Tuple[ast.AST, ...]  # enclosing loops, outermost first
 
 
 @dataclass
 class Stmt:
-    node: cst.SimpleStatementLine
-    block: cst.IndentedBlock
+    node: ast.stmt
+    block: List[ast.stmt]
     index: int
-    calls: Tuple[str, ...]  # dotted callees of its statement-level calls
+    owner: ast.AST
+    call: Optional[str]  # dotted callee when the statement's value is a call
 
 
 @dataclass
 class Scan:
-    """Everything the finders need about one method, gathered in one pass."""
+    """Everything the finders need about one method, gathered in one walk."""
 
-    func: cst.FunctionDef
+    func: ast.AST
     cls: str
     method: str
-    lines: Callable[[cst.CSTNode], int]  # node -> 1-based line in the target file
     statements: List[Stmt] = field(default_factory=list)
     loops: List[Loop] = field(default_factory=list)
-    calls: List[Tuple[str, cst.Call, Tuple[cst.CSTNode, ...]]] = field(default_factory=list)
-    returns: List[cst.CSTNode] = field(default_factory=list)
-    yields: List[cst.CSTNode] = field(default_factory=list)
-    continues: List[Tuple[cst.Continue, Tuple[cst.CSTNode, ...]]] = field(default_factory=list)
+    calls: List[Tuple[str, ast.Call, Tuple[ast.AST, ...]]] = field(default_factory=list)
+    returns: List[ast.Return] = field(default_factory=list)
+    yields: List[ast.AST] = field(default_factory=list)
+    continues: List[Tuple[ast.Continue, Tuple[ast.AST, ...]]] = field(default_factory=list)
 
     @property
     def qualname(self) -> str:
         return f"{self.cls}.{self.method}"
 
-    def at_lines(self, nodes) -> str:
-        lines = sorted(self.lines(n) for n in nodes)
+    @staticmethod
+    def at_lines(nodes) -> str:
+        lines = sorted(n.lineno for n in nodes)
         if len(lines) == 1:
             return f"at line {lines[0]}"
         return "at lines " + ", ".join(map(str, lines[:-1])) + f" and {lines[-1]}"
 
 
-def statement_call(small: cst.BaseSmallStatement) -> Optional[str]:
-    """The dotted callee when a small statement's value is a call (maybe awaited)."""
-    value = getattr(small, "value", None) if isinstance(small, (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)) else None
-    if isinstance(value, cst.Await):
-        value = value.expression
-    if isinstance(value, cst.Call):
-        return get_full_name_for_node(value.func)
+def dotted(node: ast.AST) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
     return None
 
 
-class _Scanner(cst.CSTVisitor):
-    def __init__(self, scan: Scan):
-        super().__init__()
-        self.scan = scan
-        self.blocks: List[cst.IndentedBlock] = []
-        self.loops: List[cst.CSTNode] = []
-
-    # nested scopes are not part of the method
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node is self.scan.func
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.blocks.append(node)
-        for i, stmt in enumerate(node.body):
-            if isinstance(stmt, cst.SimpleStatementLine):
-                calls = tuple(c for c in (statement_call(s) for s in stmt.body) if c)
-                self.scan.statements.append(Stmt(stmt, node, i, calls))
-            elif isinstance(stmt, (cst.For, cst.While)):
-                self.scan.loops.append(Loop(stmt, node, i, tuple(self.loops)))
-
-    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.blocks.pop()
-
-    def visit_For(self, node: cst.For) -> None:
-        self.loops.append(node)
-
-    def leave_For(self, node: cst.For) -> None:
-        self.loops.pop()
-
-    def visit_While(self, node: cst.While) -> None:
-        self.loops.append(node)
-
-    def leave_While(self, node: cst.While) -> None:
-        self.loops.pop()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = get_full_name_for_node(node.func)
-        if name:
-            self.scan.calls.append((name, node, tuple(self.loops)))
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.scan.returns.append(node)
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        self.scan.yields.append(node)
-
-    def visit_Continue(self, node: cst.Continue) -> None:
-        self.scan.continues.append((node, tuple(self.loops)))
+def statement_call(stmt: ast.stmt) -> Optional[str]:
+    """The dotted callee when a statement's value is a call (maybe awaited): ``x = f()``, ``f()``."""
+    value = stmt.value if isinstance(stmt, SIMPLE) else None
+    if isinstance(value, ast.Await):
+        value = value.value
+    return dotted(value.func) if isinstance(value, ast.Call) else None
 
 
-def scan_method(func: cst.FunctionDef, cls: str, method: str, lines: Callable[[cst.CSTNode], int]) -> Scan:
-    scan = Scan(func=func, cls=cls, method=method, lines=lines)
-    func.visit(_Scanner(scan))
+def blocks(node: ast.AST):
+    """The statement lists directly under a compound statement."""
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(node, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
+    for case in getattr(node, "cases", ()):
+        yield case.body
+
+
+def scan_method(func: ast.AST, cls: str, method: str) -> Scan:
+    scan = Scan(func=func, cls=cls, method=method)
+    _walk_block(scan, func.body, func, ())
     return scan
+
+
+def _walk_block(scan: Scan, block: List[ast.stmt], owner: ast.AST, loops: Tuple[ast.AST, ...]) -> None:
+    for index, stmt in enumerate(block):
+        if isinstance(stmt, SCOPES):
+            _walk_expressions(scan, stmt, loops, header_only=True)  # decorators and defaults run here
+            continue
+        if isinstance(stmt, LOOPS):
+            scan.loops.append(Loop(stmt, block, index, owner, loops))
+        else:
+            scan.statements.append(Stmt(stmt, block, index, owner, statement_call(stmt)))
+        if isinstance(stmt, ast.Continue):
+            scan.continues.append((stmt, loops))
+        if isinstance(stmt, ast.Return):
+            scan.returns.append(stmt)
+        inner = loops + (stmt,) if isinstance(stmt, LOOPS) else loops
+        _walk_expressions(scan, stmt, inner, header_only=False)
+        for sub in blocks(stmt):
+            _walk_block(scan, sub, stmt, inner)
+
+
+def _walk_expressions(scan: Scan, stmt: ast.stmt, loops: Tuple[ast.AST, ...], header_only: bool) -> None:
+    """Calls and yields in the expressions of ``stmt`` itself (not in its nested blocks or scopes)."""
+    todo = list(stmt.decorator_list) if header_only else [
+        child for name, child in ast.iter_fields(stmt)
+        if name not in ("body", "orelse", "finalbody", "handlers", "cases")
+        for child in (child if isinstance(child, list) else [child]) if isinstance(child, ast.AST)
+    ]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name:
+                scan.calls.append((name, node, loops))
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            scan.yields.append(node)
+        todo.extend(ast.iter_child_nodes(node))
 
 
 Finder = Callable[[Scan, Point], List[object]]
@@ -171,11 +191,11 @@ def register(*names: str):
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     """Enforce the point's count, with a reason that names the lines found."""
     if not found:
-        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.lines(scan.func))
+        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.func.lineno)
     if point.count is not None and len(found) != point.count:
         nodes = [getattr(f, "node", f) for f in found]
         raise NotFound(f"found {len(found)} {noun}s {rest} in {scan.qualname}, {scan.at_lines(nodes)}; "
-                       f"the recipe expects {point.count}", scan.lines(nodes[0]))
+                       f"the recipe expects {point.count}", nodes[0].lineno)
     return found
 
 

@@ -16,7 +16,7 @@ from . import Scan, Site, expect, register
 
 @register("after_call", "before_call")
 def next_to_call(scan: Scan, point: Point) -> List[Site]:
-    found = [s for s in scan.statements if point.call in s.calls]
-    found = expect(point, found, "statement", f"calling {point.call}", scan)
+    found = expect(point, [s for s in scan.statements if s.call == point.call], "statement",
+                   f"calling {point.call}", scan)
     shift = 1 if point.at == "after_call" else 0
-    return [Site(s.block, s.index + shift) for s in found]
+    return [Site(s.block, s.index + shift, s.owner) for s in found]

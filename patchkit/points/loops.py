@@ -7,42 +7,33 @@ may list several selectors; the first that finds the expected number wins.
 
 from __future__ import annotations
 
+import ast
 from typing import List
 
-import libcst as cst
-from libcst.helpers import get_full_name_for_node
-
 from ..model import LoopSelector, Point
-from . import Loop, NotFound, Scan, Site, expect, register
+from . import Loop, NotFound, Scan, Site, dotted, expect, register
 
 
-def _iterables(loop: cst.CSTNode) -> List[str]:
-    if not isinstance(loop, cst.For):
+def _iterables(loop: ast.stmt) -> List[str]:
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return []
     it = loop.iter
-    if isinstance(it, cst.Call) and get_full_name_for_node(it.func) in ("enumerate", "zip"):
-        return [n for n in (get_full_name_for_node(a.value) for a in it.args) if n]
-    name = get_full_name_for_node(it)
+    if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "zip"):
+        return [n for n in (dotted(a) for a in it.args) if n]
+    name = dotted(it)
     return [name] if name else []
 
 
-def _targets(node: cst.CSTNode) -> List[str]:
-    if isinstance(node, cst.For):
+def _targets(node: ast.AST) -> List[str]:
+    if isinstance(node, (ast.For, ast.AsyncFor)):
         node = node.target
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _targets(e.value)]
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [n for e in node.elts for n in _targets(e)]
+    if isinstance(node, ast.Starred):
+        return _targets(node.value)
     return []
-
-
-def _calling(scan: Scan, callee: str) -> List[cst.CSTNode]:
-    """Innermost loops that contain a call to ``callee``."""
-    loops = []
-    for name, _call, enclosing in scan.calls:
-        if name == callee and enclosing and enclosing[-1] not in loops:
-            loops.append(enclosing[-1])
-    return loops
 
 
 def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
@@ -52,8 +43,8 @@ def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
     if selector.target:
         found = [lp for lp in found if selector.target in _targets(lp.node)]
     if selector.calls:
-        wanted = _calling(scan, selector.calls)
-        found = [lp for lp in found if any(lp.node is w for w in wanted)]
+        innermost = {id(enclosing[-1]) for name, _call, enclosing in scan.calls if name == selector.calls and enclosing}
+        found = [lp for lp in found if id(lp.node) in innermost]
     return found
 
 
@@ -69,40 +60,27 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
     raise NotFound("; ".join(f.reason for f in failures), failures[0].line)
 
 
-def _body(scan: Scan, loop: Loop) -> cst.IndentedBlock:
-    body = loop.node.body
-    if not isinstance(body, cst.IndentedBlock):
-        raise NotFound(f"the loop at line {scan.lines(loop.node)} is written on one line; "
-                       "patchkit only adds whole lines", scan.lines(loop.node))
-    return body
-
-
 @register("before_loop")
 def before_loop(scan: Scan, point: Point) -> List[Site]:
-    return [Site(lp.block, lp.index) for lp in _choose(scan, point)]
+    return [Site(lp.block, lp.index, lp.owner) for lp in _choose(scan, point)]
 
 
 @register("loop_start")
 def loop_start(scan: Scan, point: Point) -> List[Site]:
-    return [Site(_body(scan, lp), 0) for lp in _choose(scan, point)]
+    return [Site(lp.node.body, 0, lp.node) for lp in _choose(scan, point)]
 
 
 @register("loop_end")
 def loop_end(scan: Scan, point: Point) -> List[Site]:
     sites = []
     for lp in _choose(scan, point):
-        body = _body(scan, lp)
         skips = [c for c, enclosing in scan.continues if enclosing and enclosing[-1] is lp.node]
         if skips:
-            raise NotFound(f"the loop at line {scan.lines(lp.node)} has a continue {scan.at_lines(skips)}; "
-                           "a step at the end of its body would be skipped (use loop_start)",
-                           scan.lines(skips[0]))
-        last = body.body[-1]
-        if isinstance(last, cst.SimpleStatementLine) and isinstance(
-            last.body[-1], (cst.Return, cst.Raise, cst.Break, cst.Continue)
-        ):
-            raise NotFound(f"the loop at line {scan.lines(lp.node)} ends with a "
-                           f"{type(last.body[-1]).__name__.lower()}; the end of its body is never reached",
-                           scan.lines(last))
-        sites.append(Site(body, len(body.body)))
+            raise NotFound(f"the loop at line {lp.node.lineno} has a continue {scan.at_lines(skips)}; "
+                           "a step at the end of its body would be skipped (use loop_start)", skips[0].lineno)
+        last = lp.node.body[-1]
+        if isinstance(last, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            raise NotFound(f"the loop at line {lp.node.lineno} ends with a {type(last).__name__.lower()}; "
+                           "the end of its body is never reached", last.lineno)
+        sites.append(Site(lp.node.body, len(lp.node.body), lp.node))
     return sites
