@@ -16,52 +16,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import engine
+from . import marks
 from .diff import unified
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
 from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
-from .recipe import load_recipe
+from .recipe import all_recipes, builtin_dir, builtin_ids, load, load_recipe, recipe_path  # noqa: F401
 from .targets import Installed, check_version, locate
-
-
-# ---------------------------------------------------------------- recipes
-
-def builtin_dir() -> Path:
-    """The shipped recipes; in a source checkout, the top-level recipes/ folder."""
-    try:
-        import patchkit.recipes
-    except ImportError:
-        return Path(__file__).resolve().parent.parent / "recipes"
-    return Path(patchkit.recipes.__file__).parent
-
-
-def builtin_ids() -> List[str]:
-    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
-
-
-def recipe_path(ref: str) -> Path:
-    """A built-in id or a path to a recipe file."""
-    if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
-        path = Path(ref)
-        if not path.is_file():
-            raise RecipeError(f"no recipe file {ref}", Location(ref), "check the path, or use a built-in id from `patchkit list`")
-        return path
-    path = builtin_dir() / f"{ref}.yaml"
-    if not path.is_file():
-        close = difflib.get_close_matches(ref, builtin_ids(), n=1)
-        hint = f"did you mean {close[0]}?" if close else "see `patchkit list` for the built-in recipes"
-        raise RecipeError(f"no built-in recipe {ref!r}", None, hint)
-    return path
-
-
-def load(ref: str, overrides: Sequence[str] = (), backend: Optional[str] = None) -> Settings:
-    extra = [f"backend={backend}"] if backend else []
-    return load_recipe(recipe_path(ref), list(overrides) + extra)
-
-
-def all_recipes() -> List[Settings]:
-    return [load(rid) for rid in builtin_ids()]
 
 
 # ---------------------------------------------------------------- planning
@@ -143,6 +104,8 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
     except OSError as exc:
         raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
     text, encoding = decode(data, path)
+    from . import engine  # the engine (and libcst) only for commands that transform
+
     outcome = engine.transform(text, settings, points, str(path))
     seen[key] = FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via)
     return seen[key]
@@ -196,7 +159,9 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
                 outcomes.append(FileOutcome(f.path, f.relpath, "already applied", f.via))
                 continue
             _check_writable(f.path)
-            broken = engine.check_compiles(f.result.text, str(f.path))
+            from .engine import check_compiles
+
+            broken = check_compiles(f.result.text, str(f.path))
             if broken is not None:
                 raise AnchorError(broken.reason, Location(str(f.path), broken.line, broken.col),
                                   "please report this with the target file")
@@ -204,19 +169,19 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
             key = str(f.path)
             rec = led.files.get(key)
             before[key] = asdict(rec) if rec is not None else None
-            original = engine.strip(f.text).encode(f.encoding)
+            original = marks.strip(f.text).encode(f.encoding)
             if rec is not None and sha256(f.data) == rec.patched_sha256 and led.read_backup(rec.original_sha256) is not None:
                 original_sha = rec.original_sha256  # the exact bytes from before the first recipe
             else:  # first patch of this file, or it changed since: its text without patchkit lines is the original
                 original_sha = led.backup(original)
                 rec = None
-            if engine.strip(f.result.text).encode(f.encoding) != led.read_backup(original_sha):
+            if marks.strip(f.result.text).encode(f.encoding) != led.read_backup(original_sha):
                 raise LedgerError("internal error: taking the patch out again would not give the original bytes; "
                                   "nothing was written", Location(key), "please report this with the target file")
             rec = rec or FileRecord(path=key, relpath=f.relpath, root=str(p.installed.root),
                                     distribution=settings.recipe.target.distribution, version=p.installed.version,
                                     original_sha256=original_sha, patched_sha256="")
-            state = "updated" if settings.id in rec.recipes or settings.id in engine.applied_ids(f.text) else "patched"
+            state = "updated" if settings.id in rec.recipes or settings.id in marks.applied_ids(f.text) else "patched"
             rec.patched_sha256 = sha256(new)
             rec.version = p.installed.version
             rec.recipes[settings.id] = AppliedRecipe(
@@ -283,7 +248,7 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     if digest == rec.original_sha256:
         return FileOutcome(path, rec.relpath, "already original", label), None
     text, encoding = decode(data, path)
-    if not any(rid in engine.applied_ids(text) for rid in gone):
+    if not any(rid in marks.applied_ids(text) for rid in gone):
         return FileOutcome(path, rec.relpath, "replaced", label), None  # reinstalled or upgraded: leave it alone
     edited = digest != rec.patched_sha256
     everything = not set(rec.recipes) - gone
@@ -293,7 +258,7 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
         return FileOutcome(path, rec.relpath, state, label), (path, data, backup)
     new = text
     for rid in gone:
-        new = engine.strip(new, rid)
+        new = marks.strip(new, rid)
     leftover = _leftover(new, gone, everything)
     if leftover and not force:
         raise LedgerError(f"line {leftover[0]} still refers to patchkit after its marked lines are taken out "
@@ -308,7 +273,7 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
 
 def _leftover(text: str, gone: set, everything: bool):
     """The first line that still mentions a reverted recipe (or the runtime, when none is left)."""
-    for number, line in enumerate(engine.split_lines(text), 1):
+    for number, line in enumerate(marks.split_lines(text), 1):
         if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line):
             return number, line
     return None
@@ -340,7 +305,7 @@ def _status(led: Ledger) -> List[FileStatus]:
             state = "applied"
         elif digest == rec.original_sha256:
             state = "reverted outside patchkit"
-        elif any(rid in engine.applied_ids(data.decode("utf-8", "replace")) for rid in rec.recipes):
+        elif any(rid in marks.applied_ids(data.decode("utf-8", "replace")) for rid in rec.recipes):
             state = "edited since apply"
         else:
             state = "replaced (reinstalled?)"
@@ -369,8 +334,9 @@ def run_examples(settings: Settings) -> List[ExampleOutcome]:
 
 def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
     from .codegen import header_lines
+    from .engine import transform
 
-    result = engine.transform(ex.before, settings)
+    result = transform(ex.before, settings)
     if ex.after is None:
         if not isinstance(result, CannotApply):
             return False, "expected the input to stay unchanged, but the recipe applied"
@@ -380,13 +346,13 @@ def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
     if not isinstance(result, Applied):
         return False, f"expected a change, got: {getattr(result, 'reason', 'already applied')}"
     header = set(header_lines(settings))
-    got = "".join(ln for ln in engine.split_lines(result.text) if ln.rstrip("\r\n") not in header)
+    got = "".join(ln for ln in marks.split_lines(result.text) if ln.rstrip("\r\n") not in header)
     if got != ex.after:
-        d = "".join(difflib.unified_diff(engine.split_lines(ex.after), engine.split_lines(got), "expected", "got"))
+        d = "".join(difflib.unified_diff(marks.split_lines(ex.after), marks.split_lines(got), "expected", "got"))
         return False, "the output differs from `after`:\n" + d
-    again = engine.transform(result.text, settings)
+    again = transform(result.text, settings)
     if not isinstance(again, AlreadyApplied):
         return False, "applying twice changed the file again"
-    if engine.strip(result.text) != ex.before:
+    if marks.strip(result.text) != ex.before:
         return False, "taking patchkit's lines out does not give the input back"
     return True, ""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import copy
 import json
-import re
 from typing import Any, List, Optional
 
 from .model import MARKER, Point, Settings
@@ -21,12 +20,6 @@ RUNTIME = "_patchkit_runtime"
 
 def marker(recipe_id: str) -> str:
     return f"  # {MARKER}:{recipe_id}"
-
-
-def marker_re(recipe_id: Optional[str] = None) -> "re.Pattern[str]":
-    """A line patchkit added (for one recipe, or any); the id is group 1."""
-    rid = re.escape(recipe_id) if recipe_id else r"[a-z0-9][a-z0-9._-]*"
-    return re.compile(r"^[^\r\n]*\S  # " + MARKER + r":(" + rid + r")(?:\r\n|\r|\n|$)", re.M)
 
 
 def literal(value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable, List
 
-from .engine import split_lines
+from .marks import split_lines
 
 NO_EOL = "\\ No newline at end of file\n"
 

@@ -15,49 +15,9 @@ import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import codegen
+from .marks import applied_ids, is_own_line, newline_of, split_lines, strip  # noqa: F401  (re-exported)
 from .model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
 from .points import REGISTRY, Decorate, NotFound, Site, scan_method
-
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-
-
-def split_lines(text: str) -> List[str]:
-    """Lines with their endings; only \\r\\n, \\r and \\n end a line (as for Python itself)."""
-    return _LINE.findall(text)
-
-
-def newline_of(lines: Sequence[str]) -> str:
-    for line in lines:
-        if line.endswith("\r\n"):
-            return "\r\n"
-        if line.endswith(("\n", "\r")):
-            return line[-1]
-    return "\n"
-
-
-def is_own_line(line: str, recipe_id: Optional[str] = None) -> bool:
-    body = line.rstrip("\r\n")
-    tail = codegen.marker(recipe_id) if recipe_id else None
-    if tail is not None:
-        return body.endswith(tail) and len(body) > len(tail) and not body[: -len(tail)].isspace()
-    return re.search(r"\S  # patchkit:[a-z0-9][a-z0-9._-]*$", body) is not None
-
-
-def strip(text: str, recipe_id: Optional[str] = None) -> str:
-    """Take out the lines patchkit added (for one recipe, or for all)."""
-    if "  # patchkit:" not in text:  # most files: nothing to look at line by line
-        return text
-    return "".join(line for line in split_lines(text) if not is_own_line(line, recipe_id))
-
-
-def applied_ids(text: str) -> List[str]:
-    ids = []
-    for line in split_lines(text):
-        found = re.search(r"\S  # patchkit:([a-z0-9][a-z0-9._-]*)$", line.rstrip("\r\n"))
-        if found and found.group(1) not in ids:
-            ids.append(found.group(1))
-    return ids
-
 
 class _Failed(Exception):
     def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None):

@@ -9,7 +9,9 @@ validated, so they go through exactly the same checks.
 from __future__ import annotations
 
 import ast
+import difflib
 import keyword
+import os
 import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -18,7 +20,8 @@ import yaml
 
 from . import model as m
 from .errors import Location, OverrideError, RecipeError
-from .yamlpos import KEY, Marks, load
+from .yamlpos import KEY, Marks
+from .yamlpos import load as load_yaml
 
 FORMAT_KEYS = {
     "id": "the recipe's name: the file name without .yaml",
@@ -203,7 +206,7 @@ def read_text(path: Path) -> str:
 def load_recipe(path: Path, overrides: Sequence[str] = (), check_id: bool = True) -> m.Settings:
     """Read, override and validate one recipe file."""
     text = read_text(path)
-    data, marks = load(text, str(path))
+    data, marks = load_yaml(text, str(path))
     return parse_recipe(data, marks, str(path), overrides, expected_id=path.stem if check_id else None)
 
 
@@ -484,6 +487,45 @@ def _examples(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Example, ...
                              options=chosen, reason=r.string(here + ("reason",)) if "reason" in e else None,
                              where=r.where(here)))
     return tuple(out)
+
+
+# ---------------------------------------------------------------- the built-in recipes
+
+def builtin_dir() -> Path:
+    """The shipped recipes; in a source checkout, the top-level recipes/ folder."""
+    try:
+        import patchkit.recipes
+    except ImportError:
+        return Path(__file__).resolve().parent.parent / "recipes"
+    return Path(patchkit.recipes.__file__).parent
+
+
+def builtin_ids() -> List[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
+
+
+def recipe_path(ref: str) -> Path:
+    """A built-in id or a path to a recipe file."""
+    if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
+        path = Path(ref)
+        if not path.is_file():
+            raise RecipeError(f"no recipe file {ref}", Location(ref), "check the path, or use a built-in id from `patchkit list`")
+        return path
+    path = builtin_dir() / f"{ref}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(ref, builtin_ids(), n=1)
+        hint = f"did you mean {close[0]}?" if close else "see `patchkit list` for the built-in recipes"
+        raise RecipeError(f"no built-in recipe {ref!r}", None, hint)
+    return path
+
+
+def load(ref: str, overrides: Sequence[str] = (), backend: Optional[str] = None) -> m.Settings:
+    extra = [f"backend={backend}"] if backend else []
+    return load_recipe(recipe_path(ref), list(overrides) + extra)
+
+
+def all_recipes() -> List[m.Settings]:
+    return [load(rid) for rid in builtin_ids()]
 
 
 # ---------------------------------------------------------------- overrides

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import importlib.util
 import os
 import re
@@ -27,6 +26,8 @@ def _normalise(name: str) -> str:
 
 
 def _version_in(folder: Path, distribution: str) -> Optional[str]:
+    import importlib.metadata as metadata
+
     wanted = _normalise(distribution)
     for dist in metadata.distributions(path=[str(folder)]):
         name = dist.metadata["Name"] if dist.metadata else None
@@ -66,6 +67,8 @@ def locate(target: Target, root: Optional[str] = None) -> Installed:
     version = _version_in(base, target.distribution)
     source = f"{target.distribution} metadata in {base}"
     if version is None:
+        import importlib.metadata as metadata
+
         try:
             version = metadata.version(target.distribution)
             source = f"installed {target.distribution} metadata"
