@@ -7,19 +7,18 @@ user can fix.
 
 from __future__ import annotations
 
-import difflib
 import io
 import os
 import time
 import tokenize
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import marks
-from .diff import unified
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
-from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
+
+if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) only for commands that change or read state
+    from .ledger import FileRecord, Ledger
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
 from .recipe import all_recipes, builtin_dir, builtin_ids, load, load_recipe, recipe_path  # noqa: F401
 from .targets import Installed, check_version, locate
@@ -27,8 +26,7 @@ from .targets import Installed, check_version, locate
 
 # ---------------------------------------------------------------- planning
 
-@dataclass
-class FilePlan:
+class FilePlan(NamedTuple):
     path: Path
     relpath: str
     data: bytes
@@ -47,14 +45,15 @@ class FilePlan:
         return self.result.text.encode(self.encoding)
 
     def diff(self) -> str:
+        from .diff import unified
+
         return unified(self.text, self.result.text, self.relpath) if self.changes else ""
 
 
-@dataclass
-class Plan:
+class Plan(NamedTuple):
     settings: Settings
     installed: Installed
-    files: List[FilePlan] = field(default_factory=list)
+    files: List[FilePlan]
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
@@ -81,7 +80,7 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
     seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
     for candidates, points in groups.items():
         chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
-    result = Plan(settings, installed)
+    result = Plan(settings, installed, [])
     for relpath, points in chosen.items():
         f = _file_plan(settings, installed, relpath, points, seen)
         if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
@@ -136,8 +135,7 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
 
 # ---------------------------------------------------------------- apply / revert / status
 
-@dataclass
-class FileOutcome:
+class FileOutcome(NamedTuple):
     path: Path
     relpath: str
     state: str  # patched, updated, already applied, reverted, edited, replaced, missing, ...
@@ -150,6 +148,8 @@ def diff(settings: Settings, root: Optional[str] = None) -> str:
 
 def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None) -> List[FileOutcome]:
     """Patch every file of the recipe, or none of them."""
+    from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
+
     ledger = ledger or Ledger()
     with ledger.locked() as led:
         p = plan(settings, root)
@@ -168,7 +168,7 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
             new = f.new_bytes()
             key = str(f.path)
             rec = led.files.get(key)
-            before[key] = asdict(rec) if rec is not None else None
+            before[key] = rec.to_json() if rec is not None else None
             original = marks.strip(f.text).encode(f.encoding)
             if rec is not None and sha256(f.data) == rec.patched_sha256 and led.read_backup(rec.original_sha256) is not None:
                 original_sha = rec.original_sha256  # the exact bytes from before the first recipe
@@ -208,6 +208,8 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
     ids = set(recipe_ids)
     if not ids and not everything:
         raise PatchkitError("say which recipes to revert, or --all", hint="patchkit revert RECIPE... or patchkit revert --all")
+    from .ledger import Ledger, sha256
+
     ledger = ledger or Ledger()
     outcomes, writes, before = [], [], {}
     with ledger.locked() as led:
@@ -218,7 +220,7 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
             gone = set(rec.recipes) if everything else ids & set(rec.recipes)
             if not gone:
                 continue
-            before[key] = asdict(rec)
+            before[key] = rec.to_json()
             outcome, change = _revert_file(led, rec, gone, force)
             outcomes.append(outcome)
             if change is not None:
@@ -238,6 +240,8 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
 
 def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     """What to do with one file: an outcome, and ``(path, old, new)`` when it is to be written."""
+    from .ledger import sha256
+
     path = Path(rec.path)
     label = ",".join(sorted(gone))
     try:
@@ -279,19 +283,22 @@ def _leftover(text: str, gone: set, everything: bool):
     return None
 
 
-@dataclass
-class FileStatus:
+class FileStatus(NamedTuple):
     record: FileRecord
     state: str  # applied, edited since apply, replaced (reinstalled?), reverted outside patchkit, missing
     backup_ok: bool = True
 
 
 def status(ledger: Optional[Ledger] = None) -> List[FileStatus]:
+    from .ledger import Ledger
+
     with (ledger or Ledger()).locked() as led:  # the lock also finishes recovering from a crashed run
         return _status(led)
 
 
 def _status(led: Ledger) -> List[FileStatus]:
+    from .ledger import sha256
+
     out = []
     for _key, rec in sorted(led.files.items()):
         path = Path(rec.path)
@@ -315,8 +322,7 @@ def _status(led: Ledger) -> List[FileStatus]:
 
 # ---------------------------------------------------------------- recipe examples
 
-@dataclass
-class ExampleOutcome:
+class ExampleOutcome(NamedTuple):
     recipe: str
     example: Example
     ok: bool
@@ -348,6 +354,8 @@ def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
     header = set(header_lines(settings))
     got = "".join(ln for ln in marks.split_lines(result.text) if ln.rstrip("\r\n") not in header)
     if got != ex.after:
+        import difflib
+
         d = "".join(difflib.unified_diff(marks.split_lines(ex.after), marks.split_lines(got), "expected", "got"))
         return False, "the output differs from `after`:\n" + d
     again = transform(result.text, settings)

@@ -7,12 +7,10 @@ status 1 and prints no traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """A place in a file (recipe or target). Line and column are 1-based."""
 
     path: str

@@ -61,6 +61,9 @@ class FileRecord:
     patched_sha256: str
     recipes: Dict[str, AppliedRecipe] = field(default_factory=dict)
 
+    def to_json(self) -> dict:
+        return asdict(self)
+
     @classmethod
     def from_json(cls, data: dict) -> "FileRecord":
         recipes = {k: AppliedRecipe(**v) for k, v in data.pop("recipes", {}).items()}

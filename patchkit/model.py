@@ -1,9 +1,12 @@
-"""Every data shape patchkit passes between its layers, as frozen dataclasses."""
+"""Every data shape patchkit passes between its layers, as immutable named tuples.
+
+(Named tuples rather than frozen dataclasses: a dozen dataclasses cost more
+to create at import than the rest of a `patchkit list` run.)
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .errors import Location
 
@@ -28,8 +31,7 @@ SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
 MARKER = "patchkit"
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     package: str
     distribution: str
     versions: str
@@ -37,8 +39,7 @@ class Target:
     instead: str = ""  # the recipe to use outside ``versions``
 
 
-@dataclass(frozen=True)
-class Profiler:
+class Profiler(NamedTuple):
     level: str = "level0"
     contents: Tuple[str, ...] = ("cpu", "npu")
     export_type: str = "text"
@@ -48,8 +49,7 @@ class Profiler:
     mstx: bool = False
 
 
-@dataclass(frozen=True)
-class Schedule:
+class Schedule(NamedTuple):
     wait: int = 0
     warmup: int = 0
     active: int = 1
@@ -57,16 +57,14 @@ class Schedule:
     skip_first: int = 0
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     name: str
     choices: Tuple[str, ...]
     default: str
     help: str = ""
 
 
-@dataclass(frozen=True)
-class LoopSelector:
+class LoopSelector(NamedTuple):
     """Which loop: all given fields must hold. ``iter`` unwraps enumerate/zip."""
 
     iter: Optional[str] = None
@@ -84,8 +82,7 @@ class LoopSelector:
         return " ".join(parts)
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     cls: str
     method: str
     at: str
@@ -105,8 +102,7 @@ class Point:
         return f"{self.action} {what} in {self.cls}.{self.method}"
 
 
-@dataclass(frozen=True)
-class Example:
+class Example(NamedTuple):
     name: str
     before: str
     after: Optional[str] = None  # None: must stay unchanged
@@ -115,8 +111,7 @@ class Example:
     where: Optional[Location] = None
 
 
-@dataclass(frozen=True)
-class Recipe:
+class Recipe(NamedTuple):
     id: str
     description: str
     target: Target
@@ -130,14 +125,12 @@ class Recipe:
     notes: Tuple[str, ...] = ()
     examples: Tuple[Example, ...] = ()
     path: str = "<recipe>"
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def option(self, name: str) -> Optional[Option]:
         return next((o for o in self.options if o.name == name), None)
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """A recipe with its options chosen and overrides applied: what the engine needs."""
 
     recipe: Recipe
@@ -176,27 +169,23 @@ class Settings:
         }
 
 
-@dataclass(frozen=True)
-class Insertion:
+class Insertion(NamedTuple):
     """One line patchkit adds: before 0-based line ``index`` of the original text."""
 
     index: int
     text: str  # without newline
 
 
-@dataclass(frozen=True)
-class Applied:
+class Applied(NamedTuple):
     text: str
     insertions: Tuple[Insertion, ...]
 
 
-@dataclass(frozen=True)
-class AlreadyApplied:
+class AlreadyApplied(NamedTuple):
     text: str
 
 
-@dataclass(frozen=True)
-class CannotApply:
+class CannotApply(NamedTuple):
     reason: str
     line: Optional[int] = None
     col: Optional[int] = None

@@ -5,16 +5,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .errors import Location, TargetError
 from .model import Target
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(NamedTuple):
     root: Path  # the folder that holds the package: site-packages, or a source checkout
     package_dir: Path
     version: Optional[str]
@@ -25,10 +23,36 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _version_in(folder: Path, distribution: str) -> Optional[str]:
-    import importlib.metadata as metadata
+def _headers(path: str) -> dict:
+    """The ``Key: value`` lines at the top of a METADATA file (up to the first blank line)."""
+    head = {}
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            key, sep, value = line.partition(": ")
+            if sep and key not in head:
+                head[key] = value.strip()
+    return head
 
+
+def _version_in(folder: Path, distribution: str) -> Optional[str]:
+    """The version in ``folder``'s ``<name>-<version>.dist-info/METADATA`` (or any metadata importlib finds)."""
     wanted = _normalise(distribution)
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.endswith(".dist-info") and _normalise(entry[: -len(".dist-info")].rsplit("-", 1)[0]) == wanted:
+            try:
+                head = _headers(os.path.join(folder, entry, "METADATA"))
+            except OSError:
+                continue
+            if _normalise(head.get("Name", "")) == wanted and head.get("Version"):
+                return head["Version"].strip()
+    import importlib.metadata as metadata  # egg-info and other layouts
+
     for dist in metadata.distributions(path=[str(folder)]):
         name = dist.metadata["Name"] if dist.metadata else None
         if name and _normalise(name) == wanted:

@@ -13,8 +13,7 @@ lines are built with libcst (see :mod:`patchkit.engine`).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ..model import Point
 
@@ -32,30 +31,21 @@ class NotFound(Exception):
         self.line = line
 
 
-@dataclass(frozen=True)
-class Site:
+class Site(NamedTuple):
     """Insert before ``block[index]`` (``index == len(block)``: after the last statement)."""
 
     block: List[ast.stmt]
     index: int
     owner: ast.AST  # the statement whose body ``block`` is
 
-    def __hash__(self) -> int:
-        return hash((id(self.block), self.index))
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Site) and other.block is self.block and other.index == self.index
-
-
-@dataclass(frozen=True)
-class Decorate:
+class Decorate(NamedTuple):
     """Add an innermost decorator to ``func``."""
 
     func: ast.AST
 
 
-@dataclass
-class Loop:
+class Loop(NamedTuple):
     node: ast.stmt  # For, AsyncFor or While
     block: List[ast.stmt]  # the block that holds the loop statement
     index: int
@@ -63,8 +53,7 @@ class Loop:
     parents: Tuple[ast.AST, ...]  # enclosing loops, outermost first
 
 
-@dataclass
-class Stmt:
+class Stmt(NamedTuple):
     node: ast.stmt
     block: List[ast.stmt]
     index: int
@@ -72,19 +61,17 @@ class Stmt:
     call: Optional[str]  # dotted callee when the statement's value is a call
 
 
-@dataclass
 class Scan:
     """Everything the finders need about one method, gathered in one walk."""
 
-    func: ast.AST
-    cls: str
-    method: str
-    statements: List[Stmt] = field(default_factory=list)
-    loops: List[Loop] = field(default_factory=list)
-    calls: List[Tuple[str, ast.Call, Tuple[ast.AST, ...]]] = field(default_factory=list)
-    returns: List[ast.Return] = field(default_factory=list)
-    yields: List[ast.AST] = field(default_factory=list)
-    continues: List[Tuple[ast.Continue, Tuple[ast.AST, ...]]] = field(default_factory=list)
+    def __init__(self, func: ast.AST, cls: str, method: str):
+        self.func, self.cls, self.method = func, cls, method
+        self.statements: List[Stmt] = []
+        self.loops: List[Loop] = []
+        self.calls: List[Tuple[str, ast.Call, Tuple[ast.AST, ...]]] = []  # callee, call, enclosing loops
+        self.returns: List[ast.Return] = []
+        self.yields: List[ast.AST] = []
+        self.continues: List[Tuple[ast.Continue, Tuple[ast.AST, ...]]] = []  # with enclosing loops
 
     @property
     def qualname(self) -> str:

@@ -1,0 +1,102 @@
+"""Growth: apply time against file size, on synthetic files of 1k to 50k lines.
+
+Each file is a module of many small classes plus the verl-shaped target class
+somewhere in the middle; `api.apply` (plan, transform, compile, back up,
+write) is timed in this process, best of N.  Linear growth shows as a
+constant time per 1,000 lines; the script prints the spread of that figure.
+
+    python bench/growth.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from patchkit import api
+from patchkit.ledger import Ledger
+
+SIZES = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000)
+TARGET = '''\
+class DataParallelPPOActor:
+    def update_policy(self, data):
+        for _ in range(self.config.ppo_epochs):
+            for batch_idx, mini_batch in enumerate(mini_batches):
+                for micro_batch in micro_batches:
+                    loss = self.loss(micro_batch)
+                    loss.backward()
+                grad_norm = self._optimizer_step()
+        return {}
+'''
+FILLER = '''\
+class Filler{n}:
+    """A class that is not the target."""
+
+    def method(self, x, y=None):
+        total = 0
+        for i in range(x):
+            if i % 2:
+                total += i * {n}
+            else:
+                total -= i
+        return {{"total": total, "y": y}}
+
+'''
+
+
+def synthetic(lines: int) -> str:
+    blocks, count, n = [], 0, 0
+    per = FILLER.count("\n")
+    while count < lines:
+        blocks.append(FILLER.format(n=n))
+        count += per
+        n += 1
+    blocks.insert(len(blocks) // 2, TARGET + "\n")
+    return '"""Synthetic module."""\nimport os\n\n' + "".join(blocks)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="patchkit-growth-"))
+    settings = api.load("verl-fsdp-update")
+    rows = []
+    for size in SIZES:
+        root = work / f"r{size}"
+        source = synthetic(size)
+        best = float("inf")
+        for i in range(args.rounds):
+            shutil.rmtree(root, ignore_errors=True)
+            target = root / "verl" / "workers" / "actor" / "dp_actor.py"
+            target.parent.mkdir(parents=True)
+            (root / "verl" / "__init__.py").write_text("")
+            target.write_text(source)
+            meta = root / "verl-0.6.1.dist-info"
+            meta.mkdir()
+            (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.6.1\n")
+            ledger = Ledger(work / f"state{size}-{i}")
+            start = time.perf_counter()
+            api.apply(settings, str(root), ledger=ledger)
+            best = min(best, time.perf_counter() - start)
+        lines = source.count("\n")
+        rows.append((lines, best))
+    print(f"growth: api.apply on synthetic files (best of {args.rounds})")
+    per_k = []
+    for lines, best in rows:
+        per_k.append(best / lines * 1000)
+        print(f"  {lines:7d} lines  {best * 1e3:8.1f} ms  {per_k[-1] * 1e3:6.2f} ms per 1k lines")
+    spread = max(per_k[2:]) / min(per_k[2:])
+    print(f"  per-line cost from 5k lines up varies by {spread:.2f}x (1.00 = perfectly linear); "
+          f"50k/5k time ratio {rows[-1][1] / rows[2][1]:.1f} for 10x the lines")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
