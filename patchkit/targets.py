@@ -110,7 +110,7 @@ def _python() -> str:
 def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
     if not target.versions:
         return
-    from packaging.specifiers import SpecifierSet
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     if installed.version is None:
@@ -118,7 +118,12 @@ def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
                           f"(no {target.distribution} metadata found); {recipe_id} supports {target.versions}",
                           hint="point --root at a site-packages folder that has the package's .dist-info")
     try:
-        ok = SpecifierSet(target.versions).contains(Version(installed.version), prereleases=True)
+        spec = SpecifierSet(target.versions)
+    except InvalidSpecifier:
+        raise TargetError(f"{recipe_id}: not a PEP 440 version specifier: {target.versions!r}",
+                          hint="fix target.versions in the recipe, e.g. \">=0.4,<0.8\"") from None
+    try:
+        ok = spec.contains(Version(installed.version), prereleases=True)
     except InvalidVersion:
         ok = False
     if not ok:
