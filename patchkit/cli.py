@@ -141,8 +141,13 @@ def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
 @backend_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="write the patch to this file")
 @click.option("--stat", is_flag=True, help="a summary of the changes instead of the patch")
-def diff(recipe, overrides, root, backend, output, stat) -> None:
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
+def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> None:
     """Unified diff of what apply would change; writes nothing to the targets."""
+    if ray_address:
+        from . import cluster
+
+        return cluster.diff_command(ray_address, recipe, overrides, root, backend, output, stat)
     from . import api
     from .diff import colour
     from .diff import stat as diffstat
@@ -167,8 +172,13 @@ def diff(recipe, overrides, root, backend, output, stat) -> None:
 @click.argument("overrides", nargs=-1)
 @root_option
 @backend_option
-def apply(recipe, overrides, root, backend) -> None:
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
+def apply(recipe, overrides, root, backend, ray_address=None) -> None:
     """Patch the target files, back them up and record it."""
+    if ray_address:
+        from . import cluster
+
+        return cluster.apply_command(ray_address, recipe, overrides, root, backend)
     from . import api
 
     s = api.load(recipe, overrides, backend)
@@ -187,8 +197,13 @@ def apply(recipe, overrides, root, backend) -> None:
 @click.option("--all", "everything", is_flag=True, help="revert every recipe patchkit applied")
 @click.option("--force", is_flag=True, help="revert files edited by hand after apply even where patchkit lines were changed")
 @root_option
-def revert(recipes, everything, force, root) -> None:
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
+def revert(recipes, everything, force, root, ray_address=None) -> None:
     """Restore the original files."""
+    if ray_address:
+        from . import cluster
+
+        return cluster.revert_command(ray_address, recipes, everything, root, force)
     from . import api
 
     outcomes = api.revert(recipes, everything, root, ledger=_ledger(), force=force)
@@ -199,8 +214,13 @@ def revert(recipes, everything, force, root) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def status(as_json: bool) -> None:
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
+def status(as_json: bool, ray_address=None) -> None:
     """What is applied where, and whether anything drifted since."""
+    if ray_address:
+        from . import cluster
+
+        return cluster.status_command(ray_address, as_json)
     from . import api
     from .ledger import home
 
