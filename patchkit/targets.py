@@ -110,22 +110,17 @@ def _python() -> str:
 def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
     if not target.versions:
         return
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from . import versions
 
     if installed.version is None:
         raise TargetError(f"cannot tell which version of {target.distribution} is in {installed.root} "
                           f"(no {target.distribution} metadata found); {recipe_id} supports {target.versions}",
                           hint="point --root at a site-packages folder that has the package's .dist-info")
     try:
-        spec = SpecifierSet(target.versions)
-    except InvalidSpecifier:
+        ok = versions.contains(target.versions, installed.version)
+    except ValueError:
         raise TargetError(f"{recipe_id}: not a PEP 440 version specifier: {target.versions!r}",
                           hint="fix target.versions in the recipe, e.g. \">=0.4,<0.8\"") from None
-    try:
-        ok = spec.contains(Version(installed.version), prereleases=True)
-    except InvalidVersion:
-        ok = False
     if not ok:
         raise TargetError(f"{target.distribution} {installed.version} is installed ({installed.version_from}); "
                           f"{recipe_id} supports {target.distribution} {target.versions}",
