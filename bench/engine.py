@@ -3,10 +3,10 @@
 For each built-in recipe, on its newest supported release (real wheels,
 fetched by tests/realwheels.py into a cache outside the repository):
 
-    patchkit work = wall(patchkit diff RECIPE --root R) - wall(python -c "import libcst, click, yaml")
-    naive work    = wall(python naive.py FILE...)       - wall(python -c "import libcst")
+    patchkit work = cpu(patchkit diff RECIPE --root R) - cpu(python -c "import libcst, click, yaml")
+    naive work    = wall(python naive.py FILE...)       - cpu(python -c "import libcst")
 
-where naive.py parses each file with libcst, runs a do-nothing transformer
+where cpu() is the CPU time (user + system) of the process, and naive.py parses each file with libcst, runs a do-nothing transformer
 over the whole tree and generates the code, in one process per file.  The
 commands run interleaved, N rounds, medians.  Goal: patchkit work <= 1/4 of
 the naive work.
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         worst = max(worst, ratio)
         rows.append((settings.id, f"{rel.dist} {rel.version}", lines, mine, theirs, ratio))
     print(f"engine: patchkit diff vs a naive libcst codemod (medians of {args.rounds} interleaved rounds; "
-          f"work = wall - interpreter with the same imports)")
+          f"work = CPU time - that of an interpreter with the same imports)")
     print(f"  {'recipe':22s} {'release':18s} {'lines':>6s} {'patchkit':>10s} {'naive':>10s} {'ratio':>7s}")
     for rid, rel, lines, mine, theirs, ratio in rows:
         print(f"  {rid:22s} {rel:18s} {lines:6d} {mine * 1e3:8.1f}ms {theirs * 1e3:8.1f}ms {ratio:7.3f}")

@@ -73,9 +73,9 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def list_cmd(as_json: bool) -> None:
     """The built-in recipes: id, package, versions."""
-    from . import api
+    from .recipe import all_recipes
 
-    recipes = api.all_recipes()
+    recipes = all_recipes()
     if as_json:
         click.echo(json.dumps([_recipe_json(s) for s in recipes], indent=2))
         return
@@ -105,9 +105,10 @@ def _recipe_json(s) -> dict:
 @backend_option
 def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
     """The resolved recipe and the code it inserts."""
-    from . import api, codegen
+    from . import codegen
+    from .recipe import load
 
-    s = api.load(recipe, overrides, backend)
+    s = load(recipe, overrides, backend)
     r = s.recipe
     out = [f"{r.id}  ({r.path})", "", r.description, "",
            f"target:   {r.target.distribution} {r.target.versions or '(any version)'}, import name {r.target.package}",
