@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import json
 from typing import Any, List, Optional
 
 from .model import MARKER, Point, Settings
@@ -29,11 +28,29 @@ def literal(value: Any) -> str:
     if isinstance(value, int):
         return str(int(value))
     if isinstance(value, str):
-        return json.dumps(value)  # ASCII-only, double quotes, valid Python escapes
+        return _string(value)
     if isinstance(value, (tuple, list)):
         items = [literal(v) for v in value]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     raise TypeError(f"no literal for {type(value).__name__}")
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _string(text: str) -> str:
+    """A double-quoted, ASCII-only Python literal equal to ``text`` (any code point, surrogates too)."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif " " <= ch <= "~":
+            out.append(ch)
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
 
 
 def header_lines(settings: Settings) -> List[str]:

@@ -183,7 +183,7 @@ def _checked(code: str) -> str:
         node = cst.parse_statement(code + "\n" + ("def _(): pass\n" if code.startswith("@") else ""))
     except cst.ParserSyntaxError as exc:  # a bug in patchkit, never the recipe author's
         raise _Failed(f"internal error: generated line is not valid Python ({exc.message}): {code}") from None
-    generated = cst.Module(body=[node]).code.splitlines()[0]
+    generated = cst.Module(body=[node]).code.split("\n", 1)[0]
     if generated != code:
         raise _Failed(f"internal error: generated line does not round-trip through libcst: {code}")
     return code

@@ -179,6 +179,9 @@ class Ledger:
             return
         for change in self.pending.get("files", []):
             path = Path(change["path"])
+            for stale in path.parent.glob(f".{path.name}.*.patchkit-tmp"):  # a write killed before its rename
+                with contextlib.suppress(OSError):
+                    stale.unlink()
             try:
                 current = sha256(path.read_bytes())
             except OSError:

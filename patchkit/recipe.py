@@ -159,21 +159,32 @@ class _Reader:
         return check_expression(text, lambda msg: self.fail(here, msg, "write one Python expression on one line, e.g. `self.actor_optimizer is None`"))
 
 
+MAX_GUARD_DEPTH = 40  # far beyond any real guard; deep nesting would exhaust the parsers' recursion
+
+
 def check_expression(text: str, fail) -> str:
-    """Parse a guard expression; return it normalised to one line."""
+    """Parse a guard expression; return it as the one ASCII line that will be inserted."""
+    text = text.strip()
+    if not text.isascii():
+        raise fail(f"a guard must be ASCII (the target file's encoding may not hold other characters): {text!r}; "
+                   "write other characters in strings as \\u escapes")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise fail(f"not a valid Python expression: {text.strip()!r} ({exc.msg})") from None
+        raise fail(f"not a valid Python expression: {text!r} ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise fail(f"the guard is nested too deeply ({len(text)} characters)") from None
+    depth = {id(tree): 0}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
-            raise fail(f"{type(node).__name__.lower()} is not allowed in a guard: {text.strip()!r}")
-    if "\n" in text.strip() or "#" in text:
-        normalised = ast.unparse(tree) if hasattr(ast, "unparse") else None
-        if normalised is None or "\n" in normalised:
-            raise fail(f"a guard must fit on one line: {text.strip()!r}")
-        return normalised
-    return text.strip()
+            raise fail(f"{type(node).__name__.lower()} is not allowed in a guard: {text!r}")
+        for child in ast.iter_child_nodes(node):
+            depth[id(child)] = depth[id(node)] + 1
+            if depth[id(child)] > MAX_GUARD_DEPTH:
+                raise fail(f"the guard is nested more than {MAX_GUARD_DEPTH} levels deep: {text[:60]!r}...")
+    if any(not (" " <= ch <= "~") for ch in text) or "#" in text:  # tabs, form feeds, newlines, comments
+        return ast.unparse(tree)
+    return text
 
 
 def _kind(value: Any) -> str:
@@ -456,7 +467,10 @@ def _loop(r: _Reader, here: Tuple[Any, ...]) -> Tuple[m.LoopSelector, ...]:
 
 def _when(r: _Reader, here: Tuple[Any, ...], options: Tuple[m.Option, ...]) -> Tuple[Tuple[str, str], ...]:
     names = {o.name: o for o in options}
-    w = r.mapping(here, names or ("(no options declared)",))
+    if not names:
+        raise r.fail(here, f"{_name(here)} names option values, but the recipe declares no options",
+                     "declare them under `options:` or remove this key", key=True)
+    w = r.mapping(here, names)
     out = []
     for name, value in w.items():
         if value not in names[name].choices:

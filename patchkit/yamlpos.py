@@ -38,6 +38,9 @@ def load(text: str, path: str) -> Tuple[Any, Marks]:
         problem = exc.problem or exc.context or "invalid YAML"
         raise RecipeError(f"YAML syntax error: {problem}", where,
                           "fix the YAML syntax at that place (indentation, quotes, colons)") from None
+    except RecursionError:  # PyYAML's scanner and composer recurse once per nesting level
+        raise RecipeError("the YAML document is nested too deeply", Location(path),
+                          "a recipe needs only a few levels of nesting; see the recipe format in README.md") from None
     except yaml.YAMLError as exc:  # e.g. a reader error on control characters
         raise RecipeError(f"not a YAML document: {exc}", Location(path),
                           "a recipe is a UTF-8 YAML mapping; see the recipe format in README.md") from None
