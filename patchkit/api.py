@@ -7,6 +7,7 @@ user can fix.
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import time
@@ -338,11 +339,21 @@ def run_examples(settings: Settings) -> List[ExampleOutcome]:
     return out
 
 
+def example_points(settings: Settings, source: str) -> Optional[List[Point]]:
+    """An example is one file: of a recipe's points in several files, those whose class it defines."""
+    try:
+        classes = {n.name for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+    except SyntaxError:
+        return None
+    return [p for p in settings.active_points() if p.cls in classes] or None
+
+
 def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
     from .codegen import header_lines
     from .engine import transform
 
-    result = transform(ex.before, settings)
+    points = example_points(settings, ex.before)
+    result = transform(ex.before, settings, points)
     if ex.after is None:
         if not isinstance(result, CannotApply):
             return False, "expected the input to stay unchanged, but the recipe applied"
@@ -358,7 +369,7 @@ def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
 
         d = "".join(difflib.unified_diff(marks.split_lines(ex.after), marks.split_lines(got), "expected", "got"))
         return False, "the output differs from `after`:\n" + d
-    again = transform(result.text, settings)
+    again = transform(result.text, settings, points)
     if not isinstance(again, AlreadyApplied):
         return False, "applying twice changed the file again"
     if marks.strip(result.text) != ex.before:

@@ -83,7 +83,11 @@ def _key_and_guard(settings: Settings, point: Point):
 
 def call_statement(settings: Settings, point: Point) -> str:
     key, guard = _key_and_guard(settings, point)
-    call = f"{RUNTIME}.{point.action}({key})"
+    if point.action == "refuse":  # the whole recipe, whatever the role: guard and reason only
+        key, guard = literal(settings.id), point.guard
+        call = f"{RUNTIME}.refuse({key}, {literal(point.reason)})"
+    else:
+        call = f"{RUNTIME}.{point.action}({key})"
     return (f"if {guard}: {call}" if guard else call) + marker(settings.id)
 
 

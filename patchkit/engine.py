@@ -71,12 +71,12 @@ def plan(original: str, settings: Settings, points: Sequence[Point], path: str) 
     except ValueError as exc:  # e.g. NUL bytes
         raise _Failed(f"the file does not parse as Python: {exc}") from None
     lines = split_lines(original)
-    by_method: Dict[Tuple[str, str], List[Point]] = {}
+    by_method: Dict[Tuple[str, str, Optional[str]], List[Point]] = {}
     for point in points:
-        by_method.setdefault((point.cls, point.method), []).append(point)
+        by_method.setdefault((point.cls, point.method, point.nested), []).append(point)
     insertions = _header(tree, lines, settings)
-    for (cls, method), pts in by_method.items():
-        insertions.extend(_method(tree, lines, settings, cls, method, pts))
+    for (cls, method, nested), pts in by_method.items():
+        insertions.extend(_method(tree, lines, settings, cls, method, nested, pts))
     return sorted(insertions, key=lambda i: i.index)
 
 
@@ -119,9 +119,33 @@ def _find(tree: ast.Module, cls: str, method: str) -> ast.AST:
     return funcs[0]
 
 
+def _nested(func: ast.AST, name: str, where: str) -> ast.AST:
+    """The function ``name`` defined inside ``func`` (in any of its blocks, not inside another def)."""
+    from .points import blocks
+
+    found, todo = [], [func]
+    while todo:
+        node = todo.pop()
+        for block in blocks(node):
+            for stmt in block:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                    found.append(stmt)
+                elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    todo.append(stmt)
+    if not found:
+        raise _Failed(f"{where} defines no nested function {name}", func.lineno)
+    if len(found) > 1:
+        raise _Failed(f"{where} defines {name} {len(found)} times, at lines "
+                      + ", ".join(str(f.lineno) for f in sorted(found, key=lambda f: f.lineno)), found[1].lineno)
+    return found[0]
+
+
 def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, method: str,
-            points: Sequence[Point]) -> List[Insertion]:
+            nested: Optional[str], points: Sequence[Point]) -> List[Insertion]:
     func = _find(tree, cls, method)
+    if nested:
+        func = _nested(func, nested, f"{cls}.{method}")
+        method = f"{method}.{nested}"
     scan = scan_method(func, cls, method)
     out = []
     for point in points:

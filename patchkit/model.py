@@ -25,7 +25,7 @@ POSITIONS = (
     "loop_start",
     "loop_end",
 )
-ACTIONS = ("start", "step")
+ACTIONS = ("start", "step", "refuse")
 SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
 
 MARKER = "patchkit"
@@ -37,6 +37,7 @@ class Target(NamedTuple):
     versions: str
     files: Tuple[str, ...]
     instead: str = ""  # the recipe to use outside ``versions``
+    tags: Tuple[str, ...] = ()  # git tags or branches supported, for source checkouts without metadata
 
 
 class Profiler(NamedTuple):
@@ -70,6 +71,7 @@ class LoopSelector(NamedTuple):
     iter: Optional[str] = None
     target: Optional[str] = None
     calls: Optional[str] = None
+    while_: Optional[str] = None  # a while loop whose condition calls this (YAML key ``while``)
 
     def describe(self) -> str:
         parts = []
@@ -79,6 +81,8 @@ class LoopSelector(NamedTuple):
             parts.append(f"with target {self.target}")
         if self.calls:
             parts.append(f"innermost calling {self.calls}")
+        if self.while_:
+            parts.append(f"(while) whose condition calls {self.while_}")
         return " ".join(parts)
 
 
@@ -94,12 +98,18 @@ class Point(NamedTuple):
     count: Optional[int] = 1  # None: one or more
     files: Tuple[str, ...] = ()
     where: Optional[Location] = None
+    nested: Optional[str] = None  # a function defined inside the method
+    reason: Optional[str] = None  # for action refuse: what to say
+
+    @property
+    def scope(self) -> str:
+        return f"{self.cls}.{self.method}" + (f".{self.nested}" if self.nested else "")
 
     def describe(self) -> str:
         what = {"after_call": f"after {self.call}", "before_call": f"before {self.call}"}.get(self.at, self.at)
         if self.loop:
             what += " of the loop " + " / ".join(s.describe() for s in self.loop)
-        return f"{self.action} {what} in {self.cls}.{self.method}"
+        return f"{self.action} {what} in {self.scope}"
 
 
 class Example(NamedTuple):

@@ -38,10 +38,10 @@ FORMAT_KEYS = {
     "examples": "before/after sources the tests and `patchkit test` run",
 }
 REQUIRED = ("id", "description", "target", "points")
-TARGET_KEYS = ("package", "distribution", "versions", "files", "instead")
+TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags")
 PROFILER_KEYS = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
-POINT_KEYS = ("class", "method", "at", "action", "call", "loop", "when", "guard", "count", "files")
-LOOP_KEYS = ("iter", "target", "calls")
+POINT_KEYS = ("class", "method", "nested", "at", "action", "call", "loop", "when", "guard", "count", "files", "reason")
+LOOP_KEYS = ("iter", "target", "calls", "while")
 OPTION_KEYS = ("choices", "default", "help")
 EXAMPLE_KEYS = ("name", "options", "before", "after", "unchanged", "reason")
 
@@ -297,7 +297,9 @@ def _target(r: _Reader) -> m.Target:
     instead = r.string(("target", "instead")) if "instead" in t else ""
     if instead and not ID_RE.match(instead):
         raise r.fail(("target", "instead"), f"instead {instead!r} is not a recipe id", "name the recipe to use outside this range")
-    return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files), instead=instead)
+    tags = tuple(r.strings(("target", "tags"))) if "tags" in t else ()
+    return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files), instead=instead,
+                    tags=tags)
 
 
 def _check_relative(r: _Reader, here: Tuple[Any, ...], f: str) -> None:
@@ -398,7 +400,9 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
     for i in range(len(pts)):
         here = ("points", i)
         p = r.mapping(here, POINT_KEYS, ("class", "method", "at"))
-        for key in ("class", "method"):
+        for key in ("class", "method", "nested"):
+            if key not in p:
+                continue
             name = r.string(here + (key,))
             if not is_identifier(name):
                 raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
@@ -427,6 +431,14 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
         if at == "on_exit" and action != "step":
             raise r.fail(here + ("action",), "on_exit points step; they start the capture themselves",
                          "remove `action:` from this point")
+        reason = None
+        if action == "refuse":
+            if "guard" not in p or "reason" not in p:
+                raise r.fail(here, "`action: refuse` needs `guard:` (when to keep the capture off) and `reason:`",
+                             "e.g. guard: self.profiler_config.profile, reason: the framework's own profiler is on")
+            reason = r.string(here + ("reason",))
+        elif "reason" in p:
+            raise r.fail(here + ("reason",), "`reason:` only goes with `action: refuse`", "remove it", key=True)
         when = _when(r, here + ("when",), options) if "when" in p else ()
         count: Optional[int] = 1
         if "count" in p:
@@ -441,7 +453,8 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
                 _check_relative(r, here + ("files", j), f)
         guard = r.expression(here + ("guard",)) if "guard" in p else None
         out.append(m.Point(cls=p["class"], method=p["method"], at=at, action=action, call=call, loop=loop,
-                           when=when, guard=guard, count=count, files=files, where=r.where(here)))
+                           when=when, guard=guard, count=count, files=files, where=r.where(here),
+                           nested=p.get("nested"), reason=reason))
     return tuple(out)
 
 
@@ -455,13 +468,13 @@ def _loop(r: _Reader, here: Tuple[Any, ...]) -> Tuple[m.LoopSelector, ...]:
         sub = here + (i,) if isinstance(value, list) else here
         sel = r.mapping(sub, LOOP_KEYS)
         if not sel:
-            raise r.fail(sub, "a loop selector needs iter, target or calls", "write e.g. `{iter: micro_batches}`")
+            raise r.fail(sub, "a loop selector needs iter, target, calls or while", "write e.g. `{iter: micro_batches}`")
         for key in sel:
             name = r.string(sub + (key,))
-            ok = is_dotted(name) if key in ("calls", "iter") else is_identifier(name)
+            ok = is_dotted(name) if key in ("calls", "iter", "while") else is_identifier(name)
             if not ok:
                 raise r.fail(sub + (key,), f"loop {key} {name!r} is not a valid name", "write a Python name (calls: a dotted name)")
-        out.append(m.LoopSelector(**sel))
+        out.append(m.LoopSelector(**{("while_" if k == "while" else k): v for k, v in sel.items()}))
     return tuple(out)
 
 

@@ -42,12 +42,13 @@ import os
 import sys
 import threading
 
-__all__ = ["configure", "start", "step", "on_exit", "reset", "set_strict", "report", "schedule_action"]
+__all__ = ["configure", "start", "step", "on_exit", "refuse", "reset", "set_strict", "report", "schedule_action"]
 
 # Keys that are done, or will never run in this process.  ``None`` is in it so
 # that step(None) ("not this time") takes the same one-lookup path.
 _finished = {None}
 _settings = {}  # recipe id -> settings given to configure()
+_refused = {}  # recipe id -> why it must not start in this process
 _captures = {}  # key -> _Capture, created and not finished
 _done = {}  # key -> _Capture, finished (for report())
 _said = set()  # (key, topic): lines printed once
@@ -68,6 +69,18 @@ def configure(recipe_id, **settings):
         _settings[str(recipe_id)] = dict(settings)
     except Exception as exc:  # pragma: no cover - dict() of keyword arguments does not fail
         _fail(str(recipe_id), "configure failed", exc)
+
+
+def refuse(recipe_id, reason):
+    """Keep every capture of ``recipe_id`` from starting in this process, and say why once.
+
+    For a framework whose own profiler is switched on: two profilers in one
+    process would corrupt each other's data.
+    """
+    try:
+        _refused[str(recipe_id)] = str(reason)
+    except Exception:  # pragma: no cover - str() of a literal does not fail
+        pass
 
 
 def step(key):
@@ -176,6 +189,7 @@ def reset():
         _captures.clear()
         _done.clear()
         _settings.clear()
+        _refused.clear()
         _said.clear()
         _checked.clear()
         _finished.clear()
@@ -309,6 +323,10 @@ def _foreign_profiler():
 
 def _try_start(key):
     recipe = key.partition("/")[0]
+    if recipe in _refused:
+        _finished.add(key)
+        _once((key, "refused"), f"{key}: not starting: {_refused[recipe]}")
+        return
     settings = _settings.get(recipe)
     if settings is None:
         raise LookupError(f"no configure({recipe!r}, ...) ran in this process (is the patched module imported?)")

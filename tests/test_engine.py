@@ -321,3 +321,42 @@ def test_module_without_statements_and_without_final_newline(tmp_path):
     assert strip(result.text) == src and result.text.endswith("return 1")
     only_docstring = transform('"""doc"""', s)
     assert isinstance(only_docstring, CannotApply)
+
+
+def test_points_in_a_nested_function_and_loops_chosen_by_their_while_condition(tmp_path):
+    src = textwrap.dedent('''\
+        class Engine:
+            def run(self, batch, forward_only=False):
+                while self.all_consumed(stage, indexes, is_generate=True) > 0:
+                    data = self.fetch()
+                    self.work(data)
+
+                def forward_step(batch_iter, model):
+                    """Megatron calls this once per micro-batch."""
+                    output = model(batch_iter)
+                    return output
+
+                for x in range(3):
+                    pass
+                return self.forward_backward_func(forward_step_func=forward_step)
+        ''')
+    nested = transform(src, settings(tmp_path, "- {class: Engine, method: run, nested: forward_step, at: method_start, guard: not forward_only}\n"))
+    assert isinstance(nested, Applied), nested
+    lines = nested.text.splitlines()
+    i = lines.index('            """Megatron calls this once per micro-batch."""')
+    assert lines[i + 1] == '            if not forward_only: _patchkit_runtime.step("t")  # patchkit:t'
+    looped = transform(src, settings(tmp_path, "- {class: Engine, method: run, at: loop_end, loop: {while: self.all_consumed}}\n"))
+    lines = looped.text.splitlines()
+    assert lines[lines.index("            self.work(data)") + 1] == '            _patchkit_runtime.step("t")  # patchkit:t'
+    missing = transform(src, settings(tmp_path, "- {class: Engine, method: run, nested: backward_step, at: method_start}\n"))
+    assert isinstance(missing, CannotApply) and "Engine.run defines no nested function backward_step" in missing.reason
+    no_while = transform(src, settings(tmp_path, "- {class: Engine, method: run, at: loop_end, loop: {while: self.fetch}}\n"))
+    assert isinstance(no_while, CannotApply) and "(while) whose condition calls self.fetch" in no_while.reason
+
+
+def test_a_refuse_point_turns_the_recipe_off_when_its_guard_holds(tmp_path):
+    s = settings(tmp_path, STEP_AFTER + "- {class: A, method: run, at: method_start, action: refuse, "
+                 "guard: self.own_profiler_on, reason: \"the framework's own profiler is on\"}\n")
+    result = transform(SOURCE, s)
+    assert ('        if self.own_profiler_on: _patchkit_runtime.refuse("t", "the framework\'s own profiler is on")'
+            '  # patchkit:t') in result.text.splitlines()

@@ -85,7 +85,7 @@ CASES = [
     ("contents", "backend: torch\n", "backend: torch\nprofiler: {contents: [npu, gpu]}\n", 7, "profiler.contents entries must be one of"),
     ("export type", "backend: torch\n", "backend: torch\nprofiler: {export_type: json}\n", 7, "profiler.export_type must be one of"),
     ("ranks", "backend: torch\n", "backend: torch\nprofiler: {ranks: [-1]}\n", 7, "profiler.ranks must be `all` or a list"),
-    ("loop without selector", "at: after_call\n    call: self.work", "at: loop_end\n    loop: {}", 17, "needs iter, target or calls"),
+    ("loop without selector", "at: after_call\n    call: self.work", "at: loop_end\n    loop: {}", 17, "needs iter, target, calls or while"),
     ("loop key", "at: after_call\n    call: self.work", "at: loop_end\n    loop: {over: x}", 17, "unknown key 'over'"),
     ("call on a loop point", "at: after_call", "at: loop_end\n    loop: {iter: x}", 18, "`call:` only goes with after_call"),
 ]

@@ -40,9 +40,10 @@ def test_example(rid, index):
 def test_example_applied_twice_is_applied_once(rid, index):
     ex = api.load(rid).recipe.examples[index]
     chosen = api.load(rid, [f"{k}={v}" for k, v in ex.options])
-    once = transform(ex.before, chosen)
+    points = api.example_points(chosen, ex.before)
+    once = transform(ex.before, chosen, points)
     assert isinstance(once, Applied)
-    twice = transform(once.text, chosen)
+    twice = transform(once.text, chosen, points)
     assert isinstance(twice, AlreadyApplied) and twice.text == once.text
     assert strip(once.text) == ex.before
     assert all("patchkit" in ins.text for ins in once.insertions)

@@ -45,6 +45,9 @@ def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
     if selector.calls:
         innermost = {id(enclosing[-1]) for name, _call, enclosing in scan.calls if name == selector.calls and enclosing}
         found = [lp for lp in found if id(lp.node) in innermost]
+    if selector.while_:
+        found = [lp for lp in found if isinstance(lp.node, ast.While) and any(
+            isinstance(n, ast.Call) and dotted(n.func) == selector.while_ for n in ast.walk(lp.node.test))]
     return found
 
 
