@@ -165,7 +165,7 @@ def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> No
         click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)
     changed = sum(f.changes for f in plan.files)
     _say(f"{s.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
-         f"({s.recipe.target.distribution} {plan.installed.version} in {plan.installed.root})")
+         f"({s.recipe.target.distribution} {plan.installed.version}, from {plan.installed.version_from})")
 
 
 @main.command()
@@ -189,7 +189,11 @@ def apply(recipe, overrides, root, backend, ray_address=None) -> None:
     for o in outcomes:
         _say(f"{o.state}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
     changed = sum(o.state in ("patched", "updated") for o in outcomes)
-    _say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied; "
+    from .targets import locate
+
+    installed = locate(s.recipe.target, root)
+    _say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied "
+         f"({s.recipe.target.distribution} {installed.version}, from {installed.version_from}); "
          f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
 
 

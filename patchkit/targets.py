@@ -17,6 +17,7 @@ class Installed(NamedTuple):
     package_dir: Path
     version: Optional[str]
     version_from: str  # where the version was read, for messages
+    ref: Optional[str] = None  # the git tag or branch the version came from (source checkouts)
 
 
 def _normalise(name: str) -> str:
@@ -77,6 +78,13 @@ def locate(target: Target, root: Optional[str] = None) -> Installed:
             raise TargetError(f"no package {target.package} under {base}", Location(str(base)),
                               f"pass the folder that contains {target.package}/ (site-packages or a checkout)")
         version = _version_in(base, target.distribution)
+        if version is None:  # a source checkout: the nearest git tag, or the branch
+            from . import gitrepo
+
+            described = gitrepo.describe(base)
+            if described is not None:
+                version, source = described
+                return Installed(base, package_dir, version, source, source.split()[2])
         return Installed(base, package_dir, version, f"{target.distribution} metadata in {base}")
     try:
         spec = importlib.util.find_spec(target.package)
@@ -108,21 +116,26 @@ def _python() -> str:
 
 
 def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
-    if not target.versions:
+    if not target.versions and not target.tags:
         return
     from . import versions
 
     if installed.version is None:
         raise TargetError(f"cannot tell which version of {target.distribution} is in {installed.root} "
-                          f"(no {target.distribution} metadata found); {recipe_id} supports {target.versions}",
-                          hint="point --root at a site-packages folder that has the package's .dist-info")
+                          f"(no {target.distribution} metadata, no git tag or branch); "
+                          f"{recipe_id} supports {target.versions}",
+                          hint="point --root at a site-packages folder with the package's .dist-info, "
+                               "or at a git checkout of a release")
+    if installed.ref is not None and installed.ref in target.tags:
+        return  # a release the recipe names by its tag or branch
     try:
         ok = versions.contains(target.versions, installed.version)
     except ValueError:
         raise TargetError(f"{recipe_id}: not a PEP 440 version specifier: {target.versions!r}",
                           hint="fix target.versions in the recipe, e.g. \">=0.4,<0.8\"") from None
     if not ok:
+        tags = f" (releases {', '.join(target.tags)})" if target.tags else ""
         raise TargetError(f"{target.distribution} {installed.version} is installed ({installed.version_from}); "
-                          f"{recipe_id} supports {target.distribution} {target.versions}",
+                          f"{recipe_id} supports {target.distribution} {target.versions}{tags}",
                           hint=f"use {target.instead} for this version" if target.instead
                           else "use a recipe made for this version (see `patchkit list`)")
