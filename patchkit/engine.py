@@ -11,13 +11,14 @@ The result must compile.
 from __future__ import annotations
 
 import ast
-import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import codegen
 from .marks import applied_ids, is_own_line, newline_of, split_lines, strip  # noqa: F401  (re-exported)
 from .model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
 from .points import REGISTRY, Decorate, NotFound, Site, scan_method
+from .points.method import is_docstring
+
 
 class _Failed(Exception):
     def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None):
@@ -83,14 +84,13 @@ def plan(original: str, settings: Settings, points: Sequence[Point], path: str) 
 def _header(tree: ast.Module, lines: List[str], settings: Settings) -> List[Insertion]:
     body = list(tree.body)
     i = 0
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if body and is_docstring(body[0]):
         i = 1
     while i < len(body) and isinstance(body[i], ast.ImportFrom) and body[i].module == "__future__":
         i += 1
     if i < len(body):
         first = body[i]
-        line = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
+        line = _first_line(first)
         prev_end = body[i - 1].end_lineno if i else 0
         if first.col_offset != 0 or prev_end >= line:
             raise _Failed("the module's first statement shares a line with the docstring or a __future__ import; "

@@ -9,14 +9,14 @@ from ..model import Point
 from . import Decorate, NotFound, Scan, Site, register
 
 
-def _is_docstring(stmt: ast.stmt) -> bool:
+def is_docstring(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
 @register("method_start")
 def method_start(scan: Scan, point: Point) -> List[Site]:
     body = scan.func.body
-    return [Site(body, 1 if _is_docstring(body[0]) else 0, scan.func)]
+    return [Site(body, 1 if is_docstring(body[0]) else 0, scan.func)]
 
 
 @register("method_end")
