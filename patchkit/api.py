@@ -13,7 +13,7 @@ import os
 import time
 import tokenize
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import marks
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
@@ -36,10 +36,19 @@ class FilePlan(NamedTuple):
     result: TransformResult
     points: Tuple[Point, ...]
     via: str = ""  # "through symlink X" when the recipe's path is a link
+    work_tree: Optional[Path] = None  # the top of the git work tree holding the file, if any
+    tracked: bool = False  # git tracks the file there (an ignored virtualenv inside a checkout is not)
 
     @property
     def changes(self) -> bool:
         return isinstance(self.result, Applied)
+
+    @property
+    def diffpath(self) -> str:
+        """The path in the patch: from the top of the git checkout that tracks the file, else from the root."""
+        if self.tracked and self.work_tree is not None:
+            return Path(os.path.relpath(self.path, self.work_tree)).as_posix()
+        return self.relpath
 
     def new_bytes(self) -> bytes:
         assert isinstance(self.result, Applied)
@@ -48,7 +57,7 @@ class FilePlan(NamedTuple):
     def diff(self) -> str:
         from .diff import unified
 
-        return unified(self.text, self.result.text, self.relpath) if self.changes else ""
+        return unified(self.text, self.result.text, self.diffpath) if self.changes else ""
 
 
 class Plan(NamedTuple):
@@ -58,6 +67,11 @@ class Plan(NamedTuple):
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
+
+    def patch_bases(self) -> List[Path]:
+        """The folders to run `git apply` or `patch -p1` in: the git checkouts tracking the files, else the root."""
+        bases = [f.work_tree if f.tracked and f.work_tree else self.installed.root for f in self.files if f.changes]
+        return sorted(set(bases))
 
 
 def decode(data: bytes, path: Path) -> Tuple[str, str]:
@@ -87,6 +101,11 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
         if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
             raise AnchorError(f.result.reason, Location(str(f.path), f.result.line, f.result.col),
                               "this file does not have the shape the recipe expects")
+        from . import gitrepo  # os.path only; gitpython only for a file inside a git work tree
+
+        if gitrepo.work_tree(f.path) is not None:
+            top, tracked = gitrepo.checkout_of(f.path)
+            f = f._replace(work_tree=top, tracked=tracked)
         result.files.append(f)
     return result
 
@@ -139,25 +158,37 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
 class FileOutcome(NamedTuple):
     path: Path
     relpath: str
-    state: str  # patched, updated, already applied, reverted, edited, replaced, missing, ...
+    state: str  # patched, updated, already applied, reverted, edited, replaced, missing, not written, ...
     detail: str = ""
+    git: str = ""  # what patchkit found or did in the git checkout holding the file
 
 
 def diff(settings: Settings, root: Optional[str] = None) -> str:
     return plan(settings, root).diff()
 
 
-def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None) -> List[FileOutcome]:
-    """Patch every file of the recipe, or none of them."""
+def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None, *,
+          allow_dirty: bool = False, commit: bool = False,
+          review: Optional[Callable[[List[FilePlan]], bool]] = None) -> List[FileOutcome]:
+    """Patch every file of the recipe, or none of them.
+
+    A file tracked by git with uncommitted changes (other than patchkit's own
+    lines) is refused unless ``allow_dirty``.  ``commit`` commits the patch on
+    a new branch ``patchkit/<recipe-id>`` (see :mod:`patchkit.gitrepo`).
+    ``review`` is shown the files about to change, after every check and
+    before anything is written; if it returns False nothing is written and
+    those files come back as ``not written``.
+    """
     from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
 
     ledger = ledger or Ledger()
     with ledger.locked() as led:
         p = plan(settings, root)
+        notes = _check_git(settings, p, led, allow_dirty, commit)
         outcomes, writes, before = [], [], {}
         for f in p.files:
             if not f.changes:
-                outcomes.append(FileOutcome(f.path, f.relpath, "already applied", f.via))
+                outcomes.append(FileOutcome(f.path, f.relpath, "already applied", f.via, notes.get(f.path, "")))
                 continue
             _check_writable(f.path)
             from .engine import check_compiles
@@ -185,16 +216,162 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
             state = "updated" if settings.id in rec.recipes or settings.id in marks.applied_ids(f.text) else "patched"
             rec.patched_sha256 = sha256(new)
             rec.version = p.installed.version
+            earlier = rec.recipes.get(settings.id)
             rec.recipes[settings.id] = AppliedRecipe(
                 choices=dict(settings.choices), overrides=list(settings.overrides), backend=settings.recipe.backend,
-                recipe_path=settings.recipe.path, applied_at=time.time())
+                recipe_path=settings.recipe.path, applied_at=time.time(),
+                git=earlier.git if earlier is not None else None)  # a --commit branch still to take out on revert
             led.files[key] = rec
             writes.append((f.path, f.data, new))
             detail = f"{len(f.result.insertions)} lines" + (f"; {f.via}" if f.via else "")
-            outcomes.append(FileOutcome(f.path, f.relpath, state, detail))
+            outcomes.append(FileOutcome(f.path, f.relpath, state, detail, notes.get(f.path, "")))
+        if writes and review is not None and not review([f for f in p.files if f.changes]):
+            for key, record in before.items():  # nothing is saved; put the records back as they were
+                if record is None:
+                    led.files.pop(key, None)
+                else:
+                    led.files[key] = FileRecord.from_json(dict(record))
+            return [o._replace(state="not written", detail="declined in review") if o.state in ("patched", "updated")
+                    else o for o in outcomes]
         if writes:
             led.commit(writes, before)
+            if commit:
+                outcomes = _commit_patch(settings, led, p, writes, before, outcomes)
         return outcomes
+
+
+def _check_git(settings: Settings, p: Plan, led: Ledger, allow_dirty: bool, commit: bool) -> Dict[Path, str]:
+    """Refuse files with uncommitted changes (and a --commit that cannot be made); a note per file in a git work tree."""
+    notes: Dict[Path, str] = {}
+    dirty: List[str] = []
+    changing = [f for f in p.files if f.changes]
+    for f in p.files:
+        if f.work_tree is None:
+            continue
+        if not f.tracked:
+            notes[f.path] = f"in the git work tree {f.work_tree} but not tracked there: handled as a plain folder"
+            continue
+        from . import gitrepo
+
+        branch, _ = gitrepo.head(f.work_tree)
+        notes[f.path] = f"tracked in the git work tree {f.work_tree} (on {branch or 'a detached HEAD'})"
+        code = gitrepo.uncommitted(f.path, f.work_tree) if f.changes else ""
+        if not code:
+            continue
+        own = _only_patchkit_lines(f, code)
+        if commit:
+            dirty.append(f"{f.diffpath} (" + ("patchkit's lines from an apply without --commit: revert them first"
+                                              if own else f"git status {code.strip()!r}") + ")")
+        elif not (allow_dirty or own):
+            dirty.append(f"{f.diffpath} (git status {code.strip()!r})")
+    if dirty:
+        raise TargetError(
+            f"uncommitted changes in {', '.join(dirty)}; nothing was written", Location(str(changing[0].path)),
+            "--commit commits only patchkit's lines: commit or stash your changes first" if commit else
+            "commit or stash them first, or pass --allow-dirty (revert then gives back the file as it is now, "
+            "uncommitted changes included)")
+    if commit:
+        _check_commit(settings, led, changing)
+    return notes
+
+
+def _only_patchkit_lines(f: FilePlan, code: str) -> bool:
+    """The file's only uncommitted change is patchkit's own lines (applying again with new settings)."""
+    from . import gitrepo
+
+    return (code[0] == " " and bool(marks.applied_ids(f.text))
+            and gitrepo.committed(f.path, f.work_tree) == marks.strip(f.text).encode(f.encoding))
+
+
+def _check_commit(settings: Settings, led: Ledger, changing: List[FilePlan]) -> None:
+    from . import gitrepo
+
+    branch = gitrepo.BRANCH_PREFIX + settings.id
+    for f in changing:
+        if not f.tracked:
+            raise TargetError(f"--commit: {f.path} is not tracked in a git work tree; nothing was written",
+                              Location(str(f.path)), "apply without --commit")
+        current, base = gitrepo.head(f.work_tree)
+        if base is None:
+            raise TargetError(f"--commit: {f.work_tree} has no commit yet to branch from; nothing was written",
+                              Location(str(f.work_tree)), "commit the checkout first, or apply without --commit")
+        tip = gitrepo.branch_tip(f.work_tree, branch)
+        if tip is not None and not (current == branch and (_git_info(led, settings.id, [f]) or {}).get("commit") == tip):
+            raise TargetError(f"--commit: the branch {branch} already exists in {f.work_tree}; nothing was written",
+                              Location(str(f.work_tree)),
+                              f"`patchkit revert {settings.id}` if patchkit made it, or delete it (git branch -D {branch})")
+
+
+def _git_info(led: Ledger, recipe_id: str, files: Sequence[FilePlan]) -> Optional[dict]:
+    for f in files:
+        rec = led.files.get(str(f.path))
+        applied = rec.recipes.get(recipe_id) if rec is not None else None
+        if applied is not None and applied.git:
+            return applied.git
+    return None
+
+
+def _commit_patch(settings: Settings, led: Ledger, p: Plan, writes, before, outcomes: List[FileOutcome]) -> List[FileOutcome]:
+    """apply --commit, after the files are written: one commit per git work tree; on failure put everything back."""
+    from . import gitrepo
+    from .ledger import FileRecord
+
+    branch = gitrepo.BRANCH_PREFIX + settings.id
+    groups: Dict[Path, List[FilePlan]] = {}
+    for f in p.files:
+        if f.changes:
+            groups.setdefault(f.work_tree, []).append(f)
+    made: List[dict] = []
+    said: Dict[Path, str] = {}
+    try:
+        for top, files in sorted(groups.items()):
+            earlier = _git_info(led, settings.id, files)  # applying again on patchkit's branch: one more commit on it
+            info = gitrepo.commit_on_branch(top, branch, [f.diffpath for f in files], _commit_message(settings, branch, files))
+            made.append(info)
+            kept = {k: v for k, v in info.items() if k != "made"}
+            if earlier:
+                kept.update(previous=earlier["previous"], previous_commit=earlier["previous_commit"],
+                            files=sorted(set(earlier["files"]) | set(info["files"])))
+            for f in files:
+                led.files[str(f.path)].recipes[settings.id].git = kept
+                said[f.path] = f"committed {info['commit'][:10]} on the new branch {branch} (was on " \
+                               f"{info['previous'] or 'a detached HEAD'})" if info["made"] else \
+                               f"committed {info['commit'][:10]} on {branch}"
+    except PatchkitError:
+        after = {str(path): led.files[str(path)].to_json() for path, _old, _new in writes}
+        for key, record in before.items():
+            if record is None:
+                led.files.pop(key, None)
+            else:
+                led.files[key] = FileRecord.from_json(dict(record))
+        led.commit([(path, new, old) for path, old, new in writes], after)
+        for info in reversed(made):
+            try:
+                gitrepo.undo_commit(info)
+            except PatchkitError:  # the files are back; the error below is the one to fix first
+                pass
+        raise
+    led.save()
+    return [o._replace(git=said.get(o.path, o.git)) for o in outcomes]
+
+
+def _commit_message(settings: Settings, branch: str, files: Sequence[FilePlan]) -> str:
+    def show(value) -> str:
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(map(show, value)) + "]"
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    lines = [f"patchkit: apply {settings.id}", "", f"recipe: {settings.id}", f"backend: {settings.recipe.backend}"]
+    if settings.choices:
+        lines.append("options: " + " ".join(f"{k}={v}" for k, v in settings.choices))
+    if settings.overrides:
+        lines.append("command line: " + " ".join(settings.overrides))
+    lines.append("settings:")
+    lines += [f"  {k}: {show(v)}" for k, v in settings.runtime_settings().items() if k != "backend"]
+    lines.append("files:")
+    lines += [f"  {f.diffpath}" for f in files]
+    lines += ["", f"Made by `patchkit apply --commit`; `patchkit revert {settings.id}` removes this commit and {branch}."]
+    return "\n".join(lines) + "\n"
 
 
 def _check_writable(path: Path) -> None:
@@ -213,6 +390,7 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
 
     ledger = ledger or Ledger()
     outcomes, writes, before = [], [], {}
+    commits: Dict[tuple, dict] = {}  # (work tree, branch) -> what apply --commit made, to take out after the files
     with ledger.locked() as led:
         base = str(Path(root).expanduser().resolve()) if root else None
         for key, rec in sorted(led.files.items()):
@@ -222,6 +400,10 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
             if not gone:
                 continue
             before[key] = rec.to_json()
+            for rid in sorted(gone):
+                info = rec.recipes[rid].git
+                if info:
+                    commits.setdefault((info["work_tree"], info["branch"]), info)
             outcome, change = _revert_file(led, rec, gone, force)
             outcomes.append(outcome)
             if change is not None:
@@ -236,7 +418,32 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
                               + (f" under {root}" if root else ""), hint="see `patchkit status`")
         if before:
             led.commit(writes, before)
+        if commits:
+            outcomes = _drop_commits(list(commits.values()), outcomes)
     return outcomes
+
+
+def _drop_commits(infos: List[dict], outcomes: List[FileOutcome]) -> List[FileOutcome]:
+    """Take out apply --commit's commits, the one checked out first (so stacked branches unwind in order)."""
+    from . import gitrepo
+
+    def checked_out(info: dict) -> bool:
+        try:
+            return gitrepo.head(Path(info["work_tree"]))[0] == info["branch"]
+        except PatchkitError:
+            return False
+
+    said: Dict[Path, List[str]] = {}
+    while infos:
+        info = ([i for i in infos if checked_out(i)] or infos)[0]
+        infos.remove(info)
+        try:
+            note = gitrepo.drop_commit(info)
+        except PatchkitError as exc:  # the files are already back; say what is left to do in git
+            note = f"could not take out {info['branch']}: {exc.message}"
+        for relpath in info.get("files", []):
+            said.setdefault(Path(info["work_tree"], relpath), []).append(note)
+    return [o._replace(git="; ".join(said.get(Path(o.path), []))) for o in outcomes]
 
 
 def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):

@@ -44,6 +44,30 @@ def _ledger():
     return Said()
 
 
+def _complete_recipes(ctx, param, incomplete: str):
+    """Shell completion: built-in recipe ids, or file names once it looks like a path."""
+    from click.shell_completion import CompletionItem
+
+    if "/" in incomplete or incomplete.endswith((".yaml", ".yml")):
+        return [CompletionItem(incomplete, type="file")]
+    from .recipe import builtin_ids
+
+    return [CompletionItem(rid) for rid in builtin_ids() if rid.startswith(incomplete)]
+
+
+def _complete_applied(ctx, param, incomplete: str):
+    """Shell completion for revert: the recipes the ledger says are applied."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from .ledger import Ledger
+
+        ids = sorted({rid for rec in Ledger().load().files.values() for rid in rec.recipes})
+    except Exception:  # completion must never fail loudly
+        ids = []
+    return [CompletionItem(rid) for rid in ids if rid.startswith(incomplete)]
+
+
 def root_option(f):
     return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
 
@@ -100,7 +124,7 @@ def _recipe_json(s) -> dict:
 
 
 @main.command()
-@click.argument("recipe")
+@click.argument("recipe", shell_complete=_complete_recipes)
 @click.argument("overrides", nargs=-1)
 @backend_option
 def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
@@ -136,7 +160,7 @@ def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
 
 
 @main.command()
-@click.argument("recipe")
+@click.argument("recipe", shell_complete=_complete_recipes)
 @click.argument("overrides", nargs=-1)
 @root_option
 @backend_option
@@ -157,26 +181,42 @@ def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> No
     plan = api.plan(s, root)
     text = plan.diff()
     if stat:
-        click.echo(diffstat((f.relpath, f.diff()) for f in plan.files if f.changes), nl=False)
+        click.echo(diffstat((f.diffpath, f.diff()) for f in plan.files if f.changes), nl=False)
     elif output:
         Path(output).write_text(text, encoding="utf-8", newline="")
         _say(f"wrote {output}")
     elif text:
         click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)
     changed = sum(f.changes for f in plan.files)
+    for f in plan.files:
+        if f.work_tree is not None:
+            _say(f"git: {f.diffpath} is " + (f"tracked in the git work tree {f.work_tree}" if f.tracked else
+                                              f"in the git work tree {f.work_tree} but not tracked there"))
     _say(f"{s.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
          f"({s.recipe.target.distribution} {plan.installed.version}, from {plan.installed.version_from})")
+    if changed:
+        _say("apply the patch with `git apply` or `patch -p1` run in " + " and ".join(map(str, plan.patch_bases())))
 
 
 @main.command()
-@click.argument("recipe")
+@click.argument("recipe", shell_complete=_complete_recipes)
 @click.argument("overrides", nargs=-1)
 @root_option
 @backend_option
+@click.option("--allow-dirty", is_flag=True, help="patch files that have uncommitted changes in their git checkout")
+@click.option("--commit", is_flag=True, help="in a git checkout, commit the patch on a new branch patchkit/RECIPE")
+@click.option("--interactive", "-i", is_flag=True, help="show each file's diff and ask y/n/q before writing")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
-def apply(recipe, overrides, root, backend, ray_address=None) -> None:
-    """Patch the target files, back them up and record it."""
+def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, interactive=False, ray_address=None) -> None:
+    """Patch the target files, back them up and record it.
+
+    In a git checkout, a file with uncommitted changes is refused unless
+    --allow-dirty.  A recipe's files are written all together or not at
+    all: with --interactive, answering n for any file (or q) writes nothing.
+    """
     if ray_address:
+        if allow_dirty or commit or interactive:
+            raise click.UsageError("--allow-dirty, --commit and --interactive are not available with --ray")
         from . import cluster
 
         return cluster.apply_command(ray_address, recipe, overrides, root, backend)
@@ -185,9 +225,14 @@ def apply(recipe, overrides, root, backend, ray_address=None) -> None:
     s = api.load(recipe, overrides, backend)
     for note in s.recipe.notes:
         _say(f"note: {note}")
-    outcomes = api.apply(s, root, ledger=_ledger())
+    outcomes = api.apply(s, root, ledger=_ledger(), allow_dirty=allow_dirty, commit=commit,
+                         review=_review if interactive else None)
     for o in outcomes:
         _say(f"{o.state}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
+    _say_git(outcomes)
+    if any(o.state == "not written" for o in outcomes):
+        _say(f"{s.id}: nothing written")
+        sys.exit(1)
     changed = sum(o.state in ("patched", "updated") for o in outcomes)
     from .targets import locate
 
@@ -197,8 +242,39 @@ def apply(recipe, overrides, root, backend, ray_address=None) -> None:
          f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
 
 
+def _say_git(outcomes) -> None:
+    """Each distinct git note once (files of one checkout share them)."""
+    seen = set()
+    for o in outcomes:
+        if o.git and o.git not in seen:
+            seen.add(o.git)
+            _say(f"git: {o.git}")
+
+
+def _review(files) -> bool:
+    """apply --interactive: each file's diff, then y/n/q; any n or q means nothing is written."""
+    from .diff import colour
+
+    declined = []
+    for number, f in enumerate(files, 1):
+        text = f.diff()
+        click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)
+        answer = click.prompt(f"({number}/{len(files)}) write {f.diffpath}? [y,n,q]", err=True, show_choices=False,
+                              type=click.Choice(["y", "n", "q"], case_sensitive=False)).lower()
+        if answer == "q":
+            _say("quit: nothing written")
+            return False
+        if answer == "n":
+            declined.append(f.diffpath)
+            if len(files) > 1 and number < len(files):
+                _say("note: a recipe writes all its files or none, so nothing will be written; the remaining files follow")
+    if declined:
+        _say(f"declined {', '.join(declined)}: nothing written")
+    return not declined
+
+
 @main.command()
-@click.argument("recipes", nargs=-1)
+@click.argument("recipes", nargs=-1, shell_complete=_complete_applied)
 @click.option("--all", "everything", is_flag=True, help="revert every recipe patchkit applied")
 @click.option("--force", is_flag=True, help="revert files edited by hand after apply even where patchkit lines were changed")
 @root_option
@@ -214,6 +290,7 @@ def revert(recipes, everything, force, root, ray_address=None) -> None:
     outcomes = api.revert(recipes, everything, root, ledger=_ledger(), force=force)
     for o in outcomes:
         _say(f"{o.state}: {o.path} ({o.detail})")
+    _say_git(outcomes)
     _say(f"{len(outcomes)} file(s) handled" if outcomes else "nothing was applied")
 
 
@@ -235,7 +312,8 @@ def status(as_json: bool, ray_address=None) -> None:
             "path": st.record.path, "relpath": st.record.relpath, "root": st.record.root, "state": st.state,
             "backup": "ok" if st.backup_ok else "missing or corrupted",
             "distribution": st.record.distribution, "version": st.record.version,
-            "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend}
+            "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend,
+                              "git": _git_json(a.git)}
                         for rid, a in sorted(st.record.recipes.items())},
         } for st in rows]}, indent=2))
         return
@@ -246,6 +324,16 @@ def status(as_json: bool, ray_address=None) -> None:
         recipes = ", ".join(sorted(st.record.recipes))
         warn = "" if st.backup_ok else "  [backup missing or corrupted: revert takes the marked lines out]"
         click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version}){warn}")
+        for rid, a in sorted(st.record.recipes.items()):
+            if a.git:
+                click.echo(f"{'':10s}  {rid}: committed {a.git['commit'][:10]} on {a.git['branch']} in {a.git['work_tree']}")
+
+
+def _git_json(info):
+    """apply --commit's record for status --json: null, or the branch and commits."""
+    if not info:
+        return None
+    return {k: info.get(k) for k in ("work_tree", "branch", "commit", "previous", "previous_commit")}
 
 
 @main.command()
@@ -269,7 +357,7 @@ def validate(files) -> None:
 
 
 @main.command("test")
-@click.argument("recipes", nargs=-1)
+@click.argument("recipes", nargs=-1, shell_complete=_complete_recipes)
 def test_cmd(recipes) -> None:
     """Run recipes' own examples (all built-in recipes by default)."""
     from . import api

@@ -48,6 +48,7 @@ class AppliedRecipe:
     backend: str
     recipe_path: str
     applied_at: float
+    git: Optional[dict] = None  # apply --commit: work_tree, branch, commit, previous, previous_commit, files
 
 
 @dataclass
