@@ -61,7 +61,7 @@ def _clause(clause: str, candidate: Version, raw: str) -> bool:
     # ">": not the post-releases or local versions of V itself
     if not public > spec:
         return False
-    same = (candidate.epoch, candidate.release, candidate.pre) == (spec.epoch, spec.release, spec.pre)
+    same = Version(candidate.base_version) == Version(spec.base_version) and candidate.pre == spec.pre  # 1.0 == 1
     return not (same and (candidate.is_postrelease or candidate.local is not None))
 
 
