@@ -326,6 +326,13 @@ def _commit_patch(settings: Settings, led: Ledger, p: Plan, writes, before, outc
     try:
         for top, files in sorted(groups.items()):
             earlier = _git_info(led, settings.id, files)  # applying again on patchkit's branch: one more commit on it
+            if not earlier:  # recorded before git runs, so a revert after a killed apply still finds the branch
+                current, base = gitrepo.head(top)
+                intent = {"work_tree": str(top), "branch": branch, "commit": None, "previous": current,
+                          "previous_commit": base, "files": sorted(f.diffpath for f in files)}
+                for f in files:
+                    led.files[str(f.path)].recipes[settings.id].git = intent
+                led.save()
             info = gitrepo.commit_on_branch(top, branch, [f.diffpath for f in files], _commit_message(settings, branch, files))
             made.append(info)
             kept = {k: v for k, v in info.items() if k != "made"}

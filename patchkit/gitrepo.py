@@ -198,8 +198,16 @@ def drop_commit(info: dict) -> str:
     current, _ = head(top)
     if tip is None:
         return f"branch {branch} is already gone"
+    if commit is None:  # apply --commit stopped (killed) before it recorded its commit: patchkit's if it sits on the start
+        base = info["previous_commit"]
+        if tip == base or (_ok(top, "rev-parse", "--verify", "--quiet", f"{tip}^") == base
+                           and (_ok(top, "log", "-1", "--format=%s", tip) or "").startswith("patchkit: apply ")):
+            commit = tip
+        else:
+            return f"kept branch {branch}: patchkit cannot tell its commit from yours (tip {tip[:10]})"
     if tip != commit:
-        return f"kept branch {branch}: it has commits after patchkit's {commit[:10]} (tip {tip[:10]})"
+        return (f"kept branch {branch}: it has commits after patchkit's {commit[:10]} (tip {tip[:10]}); to drop "
+                f"patchkit's commit from it: git rebase --onto {commit[:10]}^ {commit[:10]} {branch}")
     if current == branch:
         where = _back_to(top, info.get("previous"), info["previous_commit"], list(info.get("files", [])))
         _git(top, "branch", "-D", branch)

@@ -414,3 +414,40 @@ def test_describe_reads_the_nearest_tag_else_the_branch(tmp_path, tree):
     assert (version, source.split()[2]) == ("2.3.0", "v2.3.0")
     assert gitrepo.describe(tree("verl-0.4")) is None
     assert gitrepo.work_tree(root / DP) == top
+
+
+@pytest.mark.parametrize("killed", ["before its commit", "before recording its commit"])
+def test_revert_after_an_apply_commit_that_was_killed_half_way(tmp_path, patchkit_home, killed):
+    """apply --commit records the branch before git runs; a kill leaves the commit unrecorded, and revert still cleans up."""
+    top = tmp_path / "verl"
+    root = make_repo(top)
+    head = git(top, "rev-parse", "HEAD").strip()
+    run("apply", "verl-fsdp-update", "--root", root, "--commit")
+    if killed == "before its commit":  # the state right after `git checkout -b`: the branch at the start, files patched
+        git(top, "reset", "-q", "--mixed", "HEAD^")
+        assert git(top, "status", "--porcelain") == f" M {DP}\n"
+    ledger = patchkit_home / "ledger.json"
+    data = json.loads(ledger.read_text())
+    for rec in data["files"].values():
+        rec["recipes"]["verl-fsdp-update"]["git"]["commit"] = None
+    ledger.write_text(json.dumps(data))
+    assert git(top, "symbolic-ref", "--short", "HEAD").strip() == BRANCH
+
+    out = run("revert", "--all")
+    assert f"branch {BRANCH}" in out.stderr and "back on main" in out.stderr
+    assert git(top, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert git(top, "rev-parse", "HEAD").strip() == head
+    assert git(top, "branch", "--list", BRANCH) == ""
+    assert clean(top)
+
+
+def test_revert_keeps_a_branch_you_committed_on(tmp_path):
+    top = tmp_path / "verl"
+    root = make_repo(top)
+    run("apply", "verl-fsdp-update", "--root", root, "--commit")
+    (root / "NOTES.md").write_text("my findings\n")
+    git(top, "add", "NOTES.md")
+    git(top, "commit", "-q", "-m", "notes from the profiling run")
+    out = run("revert", "--all")
+    assert f"kept branch {BRANCH}" in out.stderr
+    assert git(top, "log", "-1", "--format=%s", BRANCH).strip() == "notes from the profiling run"
