@@ -138,4 +138,6 @@ def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
         raise TargetError(f"{target.distribution} {installed.version} is installed ({installed.version_from}); "
                           f"{recipe_id} supports {target.distribution} {target.versions}{tags}",
                           hint=f"use {target.instead} for this version" if target.instead
+                          else f"check out a supported release (a branch based on one of its tags counts as that "
+                               f"release); {installed.ref} has no release tag" if installed.ref is not None
                           else "use a recipe made for this version (see `patchkit list`)")
