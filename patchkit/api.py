@@ -179,6 +179,7 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     before anything is written; if it returns False nothing is written and
     those files come back as ``not written``.
     """
+    from .engine import check_compiles
     from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
 
     ledger = ledger or Ledger()
@@ -191,8 +192,6 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
                 outcomes.append(FileOutcome(f.path, f.relpath, "already applied", f.via, notes.get(f.path, "")))
                 continue
             _check_writable(f.path)
-            from .engine import check_compiles
-
             broken = check_compiles(f.result.text, str(f.path))
             if broken is not None:
                 raise AnchorError(broken.reason, Location(str(f.path), broken.line, broken.col),
