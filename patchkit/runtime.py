@@ -469,6 +469,10 @@ class _Capture:
         else:
             where = f"none found in {self.program.trace_dir}"
         _say(f"{self.key}: window closed after step {last}{why} ({_span(first, last)} recorded); trace: {where}")
+        for path in new:
+            if _cut_short(path):
+                _say(f"{self.key}: {path} ends in the middle of its data: the disk was full or a file size limit "
+                     "was hit while it was written; free space and capture again")
 
     def finish(self, reason):
         """Stop for good: close an open window (flushing it), stop the profiler, mark the key finished."""
@@ -509,6 +513,20 @@ class _Capture:
         self.in_step = False
         self.window = None
         self.program.namespace.clear()
+
+
+def _cut_short(path):
+    """A JSON trace whose last bytes do not close it was cut off (profilers write it without checking)."""
+    if not path.endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 64))
+            tail = handle.read().rstrip()
+    except OSError:
+        return False
+    return not tail.endswith((b"}", b"]"))
 
 
 def _span(a, b):
