@@ -559,7 +559,7 @@ def all_recipes() -> List[m.Settings]:
 def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any):
     """Apply ``KEY=VALUE`` overrides; return the new data, what each path came from, and option choices."""
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
-    option_names = list(options) if isinstance(options, dict) else []
+    option_names = [k for k in options if isinstance(k, str)] if isinstance(options, dict) else []  # others: bad names, reported later
     overridden: Dict[Tuple[Any, ...], str] = {}
     chosen: Dict[str, str] = {}
     for text in overrides:

@@ -51,3 +51,18 @@ def pytest_pyfunc_call(pyfuncitem):
         if os.environ.get("CI"):
             raise
         pytest.skip(f"real wheels could not be fetched (is the package registry reachable?): {exc}")
+
+
+def _hypothesis_profiles() -> None:
+    """In CI the property tests replay the same examples every run (a red CI must mean a real regression);
+    elsewhere they explore new ones."""
+    import os
+
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+    if os.environ.get("CI"):
+        settings.load_profile("ci")
+
+
+_hypothesis_profiles()

@@ -158,3 +158,11 @@ def test_validate_accepts_the_built_in_recipes():
     result = CliRunner().invoke(main, ["validate", *map(str, sorted(RECIPES.glob("*.yaml")))])
     assert result.exit_code == 0, result.output
     assert "0 invalid" in result.output
+
+
+def test_an_option_named_by_a_number_is_a_clean_error_even_with_overrides(tmp_path):
+    """Found by fuzzing: a non-string option name used to crash the override check."""
+    text = GOOD.replace("options:\n", "options:\n  0: null\n", 1)
+    for overrides in ([], ["granularity=npu"], ["role=ref"]):
+        err = error_of(tmp_path, text, overrides)
+        assert "option name 0 is not a valid name" in err.message or "unknown override key" in err.message
