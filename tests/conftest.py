@@ -33,6 +33,18 @@ def tree(tmp_path):
     return copy
 
 
+@pytest.fixture
+def clean_runtime(monkeypatch):
+    """patchkit.runtime forgotten before and after the test, with no PATCHKIT_STRICT or RANK from outside."""
+    from patchkit import runtime
+
+    monkeypatch.delenv("PATCHKIT_STRICT", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    runtime.reset()
+    yield runtime
+    runtime.reset()
+
+
 def snapshot(root: Path) -> dict:
     """Every file under ``root`` with its bytes, to prove nothing changed."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}

@@ -26,13 +26,7 @@ def settings(**kw):
     return s
 
 
-@pytest.fixture(autouse=True)
-def clean_runtime(monkeypatch):
-    monkeypatch.delenv("PATCHKIT_STRICT", raising=False)
-    monkeypatch.delenv("RANK", raising=False)
-    runtime.reset()
-    yield
-    runtime.reset()
+pytestmark = pytest.mark.usefixtures("clean_runtime")  # from conftest.py
 
 
 # ---------------------------------------------------------------------------

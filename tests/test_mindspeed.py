@@ -492,13 +492,6 @@ def test_recipes_write_traces_outside_mindspeeds_profiler_data():
 # the runtime side of the guard
 
 
-@pytest.fixture
-def clean_runtime(monkeypatch):
-    monkeypatch.delenv("PATCHKIT_STRICT", raising=False)
-    monkeypatch.delenv("RANK", raising=False)
-    runtime.reset()
-    yield
-    runtime.reset()
 
 
 def patchkit_lines(capsys):

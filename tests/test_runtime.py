@@ -50,12 +50,9 @@ def profiler_steps(trace):
 
 
 @pytest.fixture(autouse=True)
-def clean_runtime(monkeypatch):
-    monkeypatch.delenv("PATCHKIT_STRICT", raising=False)
-    monkeypatch.delenv("RANK", raising=False)
-    runtime.reset()
+def no_profiler_left_running(clean_runtime):
     yield
-    runtime.reset()
+    clean_runtime.reset()
     assert not torch.autograd.profiler._is_profiler_enabled, "a test left a torch profiler running"
 
 
