@@ -13,7 +13,7 @@ import os
 import time
 import tokenize
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import marks
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
@@ -22,12 +22,13 @@ if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) only for commands that
     from .ledger import FileRecord, Ledger
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
 from .recipe import all_recipes, builtin_dir, builtin_ids, load, load_recipe, recipe_path  # noqa: F401
+from .record import Record
 from .targets import Installed, check_version, locate
 
 
 # ---------------------------------------------------------------- planning
 
-class FilePlan(NamedTuple):
+class FilePlan(Record):
     path: Path
     relpath: str
     data: bytes
@@ -60,7 +61,7 @@ class FilePlan(NamedTuple):
         return unified(self.text, self.result.text, self.diffpath) if self.changes else ""
 
 
-class Plan(NamedTuple):
+class Plan(Record):
     settings: Settings
     installed: Installed
     files: List[FilePlan]
@@ -155,7 +156,7 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
 
 # ---------------------------------------------------------------- apply / revert / status
 
-class FileOutcome(NamedTuple):
+class FileOutcome(Record):
     path: Path
     relpath: str
     state: str  # patched, updated, already applied, reverted, edited, replaced, missing, not written, ...
@@ -497,7 +498,7 @@ def _leftover(text: str, gone: set, everything: bool):
     return None
 
 
-class FileStatus(NamedTuple):
+class FileStatus(Record):
     record: FileRecord
     state: str  # applied, edited since apply, replaced (reinstalled?), reverted outside patchkit, missing
     backup_ok: bool = True
@@ -536,7 +537,7 @@ def _status(led: Ledger) -> List[FileStatus]:
 
 # ---------------------------------------------------------------- recipe examples
 
-class ExampleOutcome(NamedTuple):
+class ExampleOutcome(Record):
     recipe: str
     example: Example
     ok: bool

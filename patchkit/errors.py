@@ -7,10 +7,12 @@ status 1 and prints no traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Optional
+
+from .record import Record
 
 
-class Location(NamedTuple):
+class Location(Record):
     """A place in a file (recipe or target). Line and column are 1-based."""
 
     path: str

@@ -1,14 +1,16 @@
-"""Every data shape patchkit passes between its layers, as immutable named tuples.
+"""Every data shape patchkit passes between its layers, as immutable records.
 
-(Named tuples rather than frozen dataclasses: a dozen dataclasses cost more
-to create at import than the rest of a `patchkit list` run.)
+(:class:`~patchkit.record.Record` tuples rather than frozen dataclasses or
+``typing.NamedTuple``: those cost more to define at import than the rest of
+a `patchkit diff` run.)
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import Location
+from .record import Record
 
 # The users' vocabulary (DESIGN.md).
 BACKENDS = ("npu", "torch", "nsys")
@@ -31,7 +33,7 @@ SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
 MARKER = "patchkit"
 
 
-class Target(NamedTuple):
+class Target(Record):
     package: str
     distribution: str
     versions: str
@@ -40,7 +42,7 @@ class Target(NamedTuple):
     tags: Tuple[str, ...] = ()  # git tags or branches supported, for source checkouts without metadata
 
 
-class Profiler(NamedTuple):
+class Profiler(Record):
     level: str = "level0"
     contents: Tuple[str, ...] = ("cpu", "npu")
     export_type: str = "text"
@@ -50,7 +52,7 @@ class Profiler(NamedTuple):
     mstx: bool = False
 
 
-class Schedule(NamedTuple):
+class Schedule(Record):
     wait: int = 0
     warmup: int = 0
     active: int = 1
@@ -58,14 +60,14 @@ class Schedule(NamedTuple):
     skip_first: int = 0
 
 
-class Option(NamedTuple):
+class Option(Record):
     name: str
     choices: Tuple[str, ...]
     default: str
     help: str = ""
 
 
-class LoopSelector(NamedTuple):
+class LoopSelector(Record):
     """Which loop: all given fields must hold. ``iter`` unwraps enumerate/zip."""
 
     iter: Optional[str] = None
@@ -86,7 +88,7 @@ class LoopSelector(NamedTuple):
         return " ".join(parts)
 
 
-class Point(NamedTuple):
+class Point(Record):
     cls: str
     method: str
     at: str
@@ -112,7 +114,7 @@ class Point(NamedTuple):
         return f"{self.action} {what} in {self.scope}"
 
 
-class Example(NamedTuple):
+class Example(Record):
     name: str
     before: str
     after: Optional[str] = None  # None: must stay unchanged
@@ -121,7 +123,7 @@ class Example(NamedTuple):
     where: Optional[Location] = None
 
 
-class Recipe(NamedTuple):
+class Recipe(Record):
     id: str
     description: str
     target: Target
@@ -140,7 +142,7 @@ class Recipe(NamedTuple):
         return next((o for o in self.options if o.name == name), None)
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     """A recipe with its options chosen and overrides applied: what the engine needs."""
 
     recipe: Recipe
@@ -179,23 +181,23 @@ class Settings(NamedTuple):
         }
 
 
-class Insertion(NamedTuple):
+class Insertion(Record):
     """One line patchkit adds: before 0-based line ``index`` of the original text."""
 
     index: int
     text: str  # without newline
 
 
-class Applied(NamedTuple):
+class Applied(Record):
     text: str
     insertions: Tuple[Insertion, ...]
 
 
-class AlreadyApplied(NamedTuple):
+class AlreadyApplied(Record):
     text: str
 
 
-class CannotApply(NamedTuple):
+class CannotApply(Record):
     reason: str
     line: Optional[int] = None
     col: Optional[int] = None

@@ -6,13 +6,14 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 from .errors import Location, TargetError
 from .model import Target
+from .record import Record
 
 
-class Installed(NamedTuple):
+class Installed(Record):
     root: Path  # the folder that holds the package: site-packages, or a source checkout
     package_dir: Path
     version: Optional[str]

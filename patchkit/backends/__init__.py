@@ -28,7 +28,9 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..record import Record
 
 BACKENDS = ("npu", "torch", "nsys")
 LEVELS = ("level_none", "level0", "level1", "level2")
@@ -64,7 +66,7 @@ _REGISTRY: Dict[str, Any] = {name: f"{__name__}.{name}" for name in BACKENDS}
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
 
 
-class Plan(NamedTuple):
+class Plan(Record):
     """What a backend module's ``plan()`` returns."""
 
     sections: Dict[str, str]  # section name -> Python statements

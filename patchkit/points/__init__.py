@@ -13,9 +13,10 @@ lines are built with libcst (see :mod:`patchkit.engine`).
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..model import Point
+from ..record import Record
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -31,7 +32,7 @@ class NotFound(Exception):
         self.line = line
 
 
-class Site(NamedTuple):
+class Site(Record):
     """Insert before ``block[index]`` (``index == len(block)``: after the last statement)."""
 
     block: List[ast.stmt]
@@ -39,13 +40,13 @@ class Site(NamedTuple):
     owner: ast.AST  # the statement whose body ``block`` is
 
 
-class Decorate(NamedTuple):
+class Decorate(Record):
     """Add an innermost decorator to ``func``."""
 
     func: ast.AST
 
 
-class Loop(NamedTuple):
+class Loop(Record):
     node: ast.stmt  # For, AsyncFor or While
     block: List[ast.stmt]  # the block that holds the loop statement
     index: int
@@ -53,7 +54,7 @@ class Loop(NamedTuple):
     parents: Tuple[ast.AST, ...]  # enclosing loops, outermost first
 
 
-class Stmt(NamedTuple):
+class Stmt(Record):
     node: ast.stmt
     block: List[ast.stmt]
     index: int
