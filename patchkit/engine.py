@@ -76,8 +76,13 @@ def plan(original: str, settings: Settings, points: Sequence[Point], path: str) 
     for point in points:
         by_method.setdefault((point.cls, point.method, point.nested), []).append(point)
     insertions = _header(tree, lines, settings)
-    for (cls, method, nested), pts in by_method.items():
-        insertions.extend(_method(tree, lines, settings, cls, method, nested, pts))
+    methods = [_method(tree, lines, settings, cls, method, nested, pts)
+               for (cls, method, nested), pts in by_method.items()]
+    for _qualname, _func, found in methods:
+        insertions.extend(found)
+    _check_with_libcst([i.text.lstrip(" \t\f") for i in insertions])
+    for qualname, func, found in methods:
+        _check_method_compiles(lines, qualname, func, found)
     return sorted(insertions, key=lambda i: i.index)
 
 
@@ -141,7 +146,8 @@ def _nested(func: ast.AST, name: str, where: str) -> ast.AST:
 
 
 def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, method: str,
-            nested: Optional[str], points: Sequence[Point]) -> List[Insertion]:
+            nested: Optional[str], points: Sequence[Point]) -> Tuple[str, ast.AST, List[Insertion]]:
+    """The method's new lines, with its qualified name and its node for the compile check."""
     func = _find(tree, cls, method)
     if nested:
         func = _nested(func, nested, f"{cls}.{method}")
@@ -160,20 +166,23 @@ def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, me
             else:
                 index, indent = _position(site, lines, scan)
                 code = codegen.call_statement(settings, point)
-            out.append(Insertion(index, indent + _checked(code)))
+            out.append(Insertion(index, indent + code))
     if any(i.index == len(lines) for i in out) and lines and not lines[-1].endswith(("\n", "\r")):
         raise _Failed("the file does not end with a newline and the line would go after its last line; "
                       "patchkit only adds whole lines (add a newline at the end of the file)", len(lines))
-    # The method with its new lines must compile on its own (under a stand-in class header).
+    return f"{cls}.{method}", func, out
+
+
+def _check_method_compiles(lines: List[str], qualname: str, func: ast.AST, found: Sequence[Insertion]) -> None:
+    """The method with its new lines must compile on its own (under a stand-in class header)."""
     first = _first_line(func)
-    shifted = [Insertion(i.index - (first - 1), i.text) for i in out]
+    shifted = [Insertion(i.index - (first - 1), i.text) for i in found]
     method_text = insert("", shifted, [ln.rstrip("\r\n") + "\n" for ln in lines[first - 1:func.end_lineno]])
     try:
         compile("class _:\n" + method_text, "<method>", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        raise _Failed(f"internal error: {cls}.{method} would not compile with the new lines ({exc.msg}); "
+        raise _Failed(f"internal error: {qualname} would not compile with the new lines ({exc.msg}); "
                       "nothing was written (please report this with the target file)", exc.lineno) from None
-    return out
 
 
 def _indent(line: str) -> str:
@@ -199,15 +208,29 @@ def _position(site: Site, lines: List[str], scan) -> Tuple[int, str]:
     return (_first_line(block[i]) - 1 if i < len(block) else block[-1].end_lineno), indent
 
 
-def _checked(code: str) -> str:
-    """Every new line goes through libcst's parser: one complete statement (or decorator), as written."""
-    import libcst as cst  # only when a line is generated: list/status/--help never pay for it
+def _check_with_libcst(codes: Sequence[str]) -> None:
+    """Every new line goes through libcst's parser: each one complete statement (or decorator), as written.
 
+    One small module holds them all (a decorator gets a stand-in function to
+    decorate), so the parser runs once per file, not once per line.
+    """
+    import libcst as cst  # only when lines are generated: list/status/--help never pay for it
+
+    parts = [code + ("\ndef _(): pass" if code.startswith("@") else "") for code in codes]
     try:
-        node = cst.parse_statement(code + "\n" + ("def _(): pass\n" if code.startswith("@") else ""))
+        module = cst.parse_module("\n".join(parts) + "\n")
     except cst.ParserSyntaxError as exc:  # a bug in patchkit, never the recipe author's
+        code = next(c for c, n in zip(codes, _line_numbers(parts)) if n >= exc.raw_line)
         raise _Failed(f"internal error: generated line is not valid Python ({exc.message}): {code}") from None
-    generated = cst.Module(body=[node]).code.split("\n", 1)[0]
-    if generated != code:
-        raise _Failed(f"internal error: generated line does not round-trip through libcst: {code}")
-    return code
+    nodes = list(module.body)
+    if len(nodes) != len(codes) or any(module.code_for_node(n) != p + "\n" for n, p in zip(nodes, parts)):
+        raise _Failed("internal error: generated lines do not make one statement each: " + "; ".join(codes))
+
+
+def _line_numbers(parts: Sequence[str]) -> List[int]:
+    """The 1-based number of the last line of each part once they are joined by newlines."""
+    numbers, last = [], 0
+    for part in parts:
+        last += part.count("\n") + 1
+        numbers.append(last)
+    return numbers

@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_OTHER_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines breaks there, Python source does not
 
 
 def split_lines(text: str) -> List[str]:
     """Lines with their endings; only \\r\\n, \\r and \\n end a line (as for Python itself)."""
-    return _LINE.findall(text)
+    if any(ch in text for ch in _OTHER_BREAKS):
+        return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+    return text.splitlines(keepends=True)
 
 
 def newline_of(lines: Sequence[str]) -> str:

@@ -9,7 +9,6 @@ validated, so they go through exactly the same checks.
 from __future__ import annotations
 
 import ast
-import difflib
 import keyword
 import os
 import re
@@ -45,8 +44,8 @@ LOOP_KEYS = ("iter", "target", "calls", "while")
 OPTION_KEYS = ("choices", "default", "help")
 EXAMPLE_KEYS = ("name", "options", "before", "after", "unchanged", "reason")
 
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = _ID_FIRST | frozenset("._-")
 OVERRIDABLE = ("backend", "profiler", "schedule")
 # PEP 440 specifier clauses, checked without importing packaging (which `patchkit list` would pay for);
 # packaging itself compares versions when a target is resolved.
@@ -58,9 +57,15 @@ def is_identifier(name: Any) -> bool:
     return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
 
 
+def is_recipe_id(name: str) -> bool:
+    """Lower-case letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit."""
+    return bool(name) and name[0] in _ID_FIRST and _ID_CHARS.issuperset(name)
+
+
 def is_dotted(name: Any) -> bool:
-    return isinstance(name, str) and bool(DOTTED_RE.match(name)) and not any(
-        keyword.iskeyword(part) for part in name.split(".")
+    """``a.b.c``: ASCII identifiers, no keywords, joined by dots."""
+    return isinstance(name, str) and all(
+        part.isascii() and part.isidentifier() and not keyword.iskeyword(part) for part in name.split(".")
     )
 
 
@@ -238,7 +243,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     r.mapping((), FORMAT_KEYS, REQUIRED)
 
     rid = r.string(("id",))
-    if not ID_RE.match(rid):
+    if not is_recipe_id(rid):
         raise r.fail(("id",), f"id {rid!r} is not a valid recipe id",
                      "use lower-case letters, digits, '-', '.' and '_' (e.g. verl-fsdp-update)")
     if expected_id is not None and rid != expected_id:
@@ -295,7 +300,7 @@ def _target(r: _Reader) -> m.Target:
     for i, f in enumerate(files):
         _check_relative(r, ("target", "files", i), f)
     instead = r.string(("target", "instead")) if "instead" in t else ""
-    if instead and not ID_RE.match(instead):
+    if instead and not is_recipe_id(instead):
         raise r.fail(("target", "instead"), f"instead {instead!r} is not a recipe id", "name the recipe to use outside this range")
     tags = tuple(r.strings(("target", "tags"))) if "tags" in t else ()
     return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files), instead=instead,
@@ -539,7 +544,9 @@ def recipe_path(ref: str) -> Path:
         return path
     path = builtin_dir() / f"{ref}.yaml"
     if not path.is_file():
-        close = difflib.get_close_matches(ref, builtin_ids(), n=1)
+        from difflib import get_close_matches
+
+        close = get_close_matches(ref, builtin_ids(), n=1)
         hint = f"did you mean {close[0]}?" if close else "see `patchkit list` for the built-in recipes"
         raise RecipeError(f"no built-in recipe {ref!r}", None, hint)
     return path

@@ -15,6 +15,7 @@ from .errors import Location, RecipeError
 
 KEY = object()  # suffix in a mark path: the position of the key, not the value
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when the wheel has it: 20 times faster
+STR = "tag:yaml.org,2002:str"  # most scalars: taken as they are, without PyYAML's constructor machinery
 
 Marks = Dict[Tuple[Any, ...], Tuple[int, int]]
 
@@ -76,7 +77,7 @@ class _Converter:
                 if not isinstance(key_node, yaml.ScalarNode):
                     raise self.fail(key_node, "a mapping key must be a plain name",
                                     "write keys as plain words, e.g. `wait: 1`")
-                key = self.loader.construct_object(key_node, deep=True)
+                key = self.scalar(key_node)
                 if key in out:
                     raise self.fail(key_node, f"duplicate key {key!r}", "remove one of the two entries")
                 self.marks[here + (key, KEY)] = _pos(key_node)
@@ -88,4 +89,7 @@ class _Converter:
             items = [self.convert(item, here + (i,)) for i, item in enumerate(node.value)]
             self.stack.discard(id(node))
             return items
-        return self.loader.construct_object(node, deep=True)
+        return self.scalar(node)
+
+    def scalar(self, node: yaml.Node) -> Any:
+        return node.value if node.tag == STR else self.loader.construct_object(node, deep=True)

@@ -7,6 +7,9 @@ import json
 import textwrap
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as explore
+from hypothesis import strategies as st
 
 from patchkit.engine import applied_ids, split_lines, strip, transform
 from patchkit.model import AlreadyApplied, Applied, CannotApply
@@ -360,3 +363,28 @@ def test_a_refuse_point_turns_the_recipe_off_when_its_guard_holds(tmp_path):
     result = transform(SOURCE, s)
     assert ('        if self.own_profiler_on: _patchkit_runtime.refuse("t", "the framework\'s own profiler is on")'
             '  # patchkit:t') in result.text.splitlines()
+
+
+@explore(max_examples=800, deadline=None)
+@given(st.text(alphabet="ab #\t\r\n\v\f\x1c\x85\u2028"))
+def test_split_lines_breaks_only_where_python_does(text):
+    lines = split_lines(text)
+    assert "".join(lines) == text
+    for line in lines:
+        body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\r", "\n")) else line
+        assert line and "\r" not in body and "\n" not in body
+    assert all(line.endswith(("\r", "\n")) for line in lines[:-1])
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("_patchkit_runtime.step(  # patchkit:t", "generated line is not valid Python"),
+    ("x = 1\ny = 2  # patchkit:t", "do not make one statement each"),
+    ("@_patchkit_runtime.on_exit('t')  # patchkit:t\ndef f(): pass", "do not make one statement each"),
+])
+def test_a_generated_line_libcst_refuses_is_an_internal_error_not_a_write(tmp_path, monkeypatch, bad, message):
+    from patchkit import codegen
+
+    monkeypatch.setattr(codegen, "call_statement", lambda settings, point: bad)
+    result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
+    assert isinstance(result, CannotApply) and "internal error" in result.reason and message in result.reason
+    assert bad.splitlines()[0] in result.reason
