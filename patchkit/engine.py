@@ -78,11 +78,10 @@ def plan(original: str, settings: Settings, points: Sequence[Point], path: str) 
     insertions = _header(tree, lines, settings)
     methods = [_method(tree, lines, settings, cls, method, nested, pts)
                for (cls, method, nested), pts in by_method.items()]
-    for _qualname, _func, found in methods:
-        insertions.extend(found)
-    _check_with_libcst([i.text.lstrip(" \t\f") for i in insertions])
+    _check_with_libcst([i.text.lstrip(" \t\f") for _, _, found in methods for i in found])
     for qualname, func, found in methods:
         _check_method_compiles(lines, qualname, func, found)
+        insertions.extend(found)
     return sorted(insertions, key=lambda i: i.index)
 
 
@@ -209,22 +208,29 @@ def _position(site: Site, lines: List[str], scan) -> Tuple[int, str]:
 
 
 def _check_with_libcst(codes: Sequence[str]) -> None:
-    """Every new line goes through libcst's parser: each one complete statement (or decorator), as written.
+    """Every new statement goes through libcst's parser: each line one complete statement (or decorator).
 
     One small module holds them all (a decorator gets a stand-in function to
-    decorate), so the parser runs once per file, not once per line.
+    decorate), so the parser runs once per file, not once per line.  A line
+    makes at most one statement, so as many statements as lines, with no
+    blank or comment-only line among them, means each line is exactly one.
+    (The two header lines are plain literals, checked by the tests.)
     """
     import libcst as cst  # only when lines are generated: list/status/--help never pay for it
 
+    if not codes:
+        return
+    one_each = f"internal error: generated lines do not make one statement each: {'; '.join(codes)}"
+    if any("\n" in code or "\r" in code for code in codes):
+        raise _Failed(one_each)
     parts = [code + ("\ndef _(): pass" if code.startswith("@") else "") for code in codes]
     try:
         module = cst.parse_module("\n".join(parts) + "\n")
     except cst.ParserSyntaxError as exc:  # a bug in patchkit, never the recipe author's
         code = next(c for c, n in zip(codes, _line_numbers(parts)) if n >= exc.raw_line)
         raise _Failed(f"internal error: generated line is not valid Python ({exc.message}): {code}") from None
-    nodes = list(module.body)
-    if len(nodes) != len(codes) or any(module.code_for_node(n) != p + "\n" for n, p in zip(nodes, parts)):
-        raise _Failed("internal error: generated lines do not make one statement each: " + "; ".join(codes))
+    if len(module.body) != len(codes) or module.footer or any(node.leading_lines for node in module.body):
+        raise _Failed(one_each)
 
 
 def _line_numbers(parts: Sequence[str]) -> List[int]:

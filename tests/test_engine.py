@@ -388,3 +388,20 @@ def test_a_generated_line_libcst_refuses_is_an_internal_error_not_a_write(tmp_pa
     result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
     assert isinstance(result, CannotApply) and "internal error" in result.reason and message in result.reason
     assert bad.splitlines()[0] in result.reason
+
+
+@pytest.mark.parametrize("codes, ok", [
+    (["step()  # patchkit:t", "if x: step()  # patchkit:t", "@on_exit()  # patchkit:t"], True),
+    (["step()  # patchkit:t", "# patchkit:t"], False),  # a comment-only line makes no statement
+    (["f(  # patchkit:t", ")  # patchkit:t"], False),  # one statement over two lines
+    (["x = 1\ny = 2  # patchkit:t"], False),  # a line break inside a line
+    (["@on_exit()  # patchkit:t\ndef f(): pass"], False),
+])
+def test_the_libcst_check_wants_each_line_to_be_one_statement(codes, ok):
+    from patchkit.engine import _check_with_libcst, _Failed
+
+    if ok:
+        _check_with_libcst(codes)
+    else:
+        with pytest.raises(_Failed, match="internal error"):
+            _check_with_libcst(codes)
