@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) only for commands that
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
 from .recipe import all_recipes, builtin_dir, builtin_ids, load, load_recipe, recipe_path  # noqa: F401
 from .record import Record
-from .targets import Installed, check_version, locate
+from .targets import Installed, check_version, locate, work_tree
 
 
 # ---------------------------------------------------------------- planning
@@ -102,9 +102,9 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
         if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
             raise AnchorError(f.result.reason, Location(str(f.path), f.result.line, f.result.col),
                               "this file does not have the shape the recipe expects")
-        from . import gitrepo  # os.path only; gitpython only for a file inside a git work tree
+        if work_tree(f.path) is not None:  # os.path only; gitrepo (and gitpython) only inside a git work tree
+            from . import gitrepo
 
-        if gitrepo.work_tree(f.path) is not None:
             top, tracked = gitrepo.checkout_of(f.path)
             f = f._replace(work_tree=top, tracked=tracked)
         result.files.append(f)

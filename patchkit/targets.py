@@ -142,3 +142,17 @@ def check_version(installed: Installed, target: Target, recipe_id: str) -> None:
                           else f"check out a supported release (a branch based on one of its tags counts as that "
                                f"release); {installed.ref} has no release tag" if installed.ref is not None
                           else "use a recipe made for this version (see `patchkit list`)")
+
+
+def work_tree(path) -> Optional[Path]:
+    """The top of the git work tree that holds ``path`` (a ``.git`` found walking up), else None.  No git import."""
+    here = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(here):
+        here = os.path.dirname(here)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return Path(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent

@@ -58,7 +58,7 @@ DEFAULTS: Dict[str, Any] = {
 
 # torch_npu's tensorboard_trace_handler drops (returns None for) paths with other
 # characters up to its 2026-05 releases; patchkit accepts only this safe subset.
-NPU_PATH_RE = re.compile(r"[A-Za-z0-9._/\-]+")
+NPU_PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
 
 _REGISTRY: Dict[str, Any] = {name: f"{__name__}.{name}" for name in BACKENDS}
 
@@ -223,7 +223,7 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
     if not isinstance(path, str) or not path.strip():
         problems.append(f"profiler.save_path must be a non-empty path; got {path!r}")
     elif backend == "npu":
-        bad_chars = sorted(set(NPU_PATH_RE.sub("", path)))
+        bad_chars = sorted(set(path) - NPU_PATH_CHARS)
         if bad_chars:
             problems.append(
                 f"profiler.save_path {path!r} has characters torch_npu rejects ({' '.join(map(repr, bad_chars))}): "
