@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import keyword
 import os
-import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -47,10 +46,6 @@ EXAMPLE_KEYS = ("name", "options", "before", "after", "unchanged", "reason")
 _ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ID_CHARS = _ID_FIRST | frozenset("._-")
 OVERRIDABLE = ("backend", "profiler", "schedule")
-# PEP 440 specifier clauses, checked without importing packaging (which `patchkit list` would pay for);
-# packaging itself compares versions when a target is resolved.
-_CLAUSE = r"\s*(?:===\s*\S+|(?:~=|==|!=|<=|>=|<|>)\s*v?[0-9]+(?:\.[0-9]+)*(?:\.\*)?(?:[-_.]?[A-Za-z]+[0-9]*)*(?:\+[A-Za-z0-9.]+)?)\s*"
-SPECIFIERS_RE = re.compile(rf"^{_CLAUSE}(?:,{_CLAUSE})*$")
 
 
 def is_identifier(name: Any) -> bool:
@@ -293,9 +288,14 @@ def _target(r: _Reader) -> m.Target:
                      "write the name you would `import`, e.g. vllm_ascend")
     distribution = r.string(("target", "distribution")) if "distribution" in t else package
     versions = r.string(("target", "versions")) if "versions" in t else ""
-    if versions and not SPECIFIERS_RE.match(versions):
-        raise r.fail(("target", "versions"), f"not a PEP 440 version specifier: {versions!r}",
-                     "write e.g. \">=0.4,<0.8\"")
+    if versions:
+        from .versions import check as check_versions
+
+        try:
+            check_versions(versions)
+        except ValueError as exc:
+            raise r.fail(("target", "versions"), f"not a PEP 440 version specifier: {versions!r} ({exc})",
+                         "write e.g. \">=0.4,<0.8\"") from None
     files = r.strings(("target", "files"))
     for i, f in enumerate(files):
         _check_relative(r, ("target", "files", i), f)
@@ -309,7 +309,7 @@ def _target(r: _Reader) -> m.Target:
 
 def _check_relative(r: _Reader, here: Tuple[Any, ...], f: str) -> None:
     p = Path(f)
-    if p.is_absolute() or f.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", f):
+    if p.is_absolute() or f.startswith(("/", "\\")) or (f[1:2] == ":" and f[:1].isascii() and f[:1].isalpha()):
         raise r.fail(here, f"target file {f!r} is absolute", "write paths relative to the package root, e.g. verl/workers/actor/dp_actor.py")
     if ".." in p.parts or "\\" in f:
         raise r.fail(here, f"target file {f!r} leaves the root", "write a path inside the root, with / separators and no '..'")

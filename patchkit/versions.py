@@ -3,17 +3,24 @@
 Bounds are releases or pre-releases (``<0.8``, ``>=0.11.0rc1``, ``==1.2.*``,
 ``~=2.0``); candidates may be any version (post, dev and local included).
 
-``packaging.specifiers`` would do this, but importing it pulls in
-``packaging.tags`` (platform, subprocess, logging, sysconfig): more than the
-rest of a `patchkit diff`.  ``packaging.version`` is light, so versions are
-parsed and ordered by it and only the operators are written out here, rule
-for rule as in PEP 440; the test suite checks them against
-``packaging.specifiers`` on many generated cases.
+``packaging`` is not imported at all: ``packaging.specifiers`` pulls in
+``packaging.tags`` (platform, subprocess, logging, sysconfig), and even
+``packaging.version`` costs 3-4 ms, most of it compiling a large verbose
+regular expression, which is a quarter of patchkit's start-up.  So versions
+are parsed here by plain string handling (no ``re``), with PEP 440's
+normalisation (any case, a leading ``v``, surrounding whitespace, ``.``/``-``/``_``
+separators, alternate spellings, implicit numbers and post-releases, epochs,
+local labels), and ordered by a sort key; the operators follow PEP 440 rule
+for rule.  The test suite checks the parser and the order against
+``packaging.version``, and the operators against ``packaging.specifiers``,
+on many generated cases.
 """
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+
+class InvalidVersion(ValueError):
+    """Not a PEP 440 version."""
 
 
 def contains(specifiers: str, version: str) -> bool:
@@ -24,6 +31,221 @@ def contains(specifiers: str, version: str) -> bool:
         return False
     return all(_clause(clause.strip(), candidate, version) for clause in specifiers.split(",") if clause.strip())
 
+
+def check(specifiers: str) -> None:
+    """Raise ValueError naming the first clause of ``specifiers`` that patchkit cannot match on."""
+    clauses = [clause.strip() for clause in specifiers.split(",") if clause.strip()]  # as contains reads them
+    if not clauses:
+        raise ValueError("no version clause")
+    for clause in clauses:
+        op, text = _split(clause)
+        if op == "===":
+            if any(ch.isspace() for ch in text):
+                raise ValueError(f"{clause!r}: === takes one string, without spaces")
+            continue
+        prefix = op in ("==", "!=") and text.endswith(".*")
+        try:
+            version = Version(text[:-2] if prefix else text)
+        except InvalidVersion:
+            raise ValueError(f"{clause!r}: {text!r} is not a PEP 440 version") from None
+        if prefix and (version.pre or version.post is not None or version.dev is not None or version.local):
+            raise ValueError(f"{clause!r}: a .* prefix is made of release numbers only")
+        if op == "~=" and len(version.release) < 2:
+            raise ValueError(f"{clause!r}: ~= needs at least two release numbers, e.g. ~=2.0")
+        if op not in ("==", "!=") and version.local is not None:
+            raise ValueError(f"{clause!r}: only == and != take a local version label")
+        if op in ("<", "<=", ">", ">=") and (version.post is not None or version.dev is not None):
+            raise ValueError(f"{clause!r}: patchkit ranges use release or pre-release bounds")
+
+
+# -- parsing -----------------------------------------------------------------
+
+_DIGITS = frozenset("0123456789")
+_SEPARATORS = frozenset("._-")
+_LOCAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+# (spelling, normalised label); the longer of two spellings sharing a start comes first ("alpha", "a")
+_PRE_SPELLINGS = (("alpha", "a"), ("a", "a"), ("beta", "b"), ("b", "b"),
+                  ("preview", "rc"), ("pre", "rc"), ("c", "rc"), ("rc", "rc"))
+_POST_SPELLINGS = (("post", "post"), ("rev", "post"), ("r", "post"))
+_DEV_SPELLINGS = (("dev", "dev"),)
+
+
+class _Cursor:
+    """Reads a lower-cased ASCII version string left to right.
+
+    A part once read is kept, never given back to let a later part match: the quantifiers of
+    packaging's regular expression are possessive, so it accepts exactly the same strings
+    (``1.0a-1`` is ``1.0a1``, not ``1.0a0.post1``).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def at(self, chars, offset: int = 0) -> bool:
+        return self.text[self.pos + offset: self.pos + offset + 1] in chars  # "" (the end) is in no set
+
+    def take(self, word: str) -> bool:
+        if self.text.startswith(word, self.pos):
+            self.pos += len(word)
+            return True
+        return False
+
+    def separator(self) -> None:
+        if self.at(_SEPARATORS):
+            self.pos += 1
+
+    def number(self) -> int | None:
+        start = self.pos
+        while self.at(_DIGITS):
+            self.pos += 1
+        return int(self.text[start:self.pos]) if self.pos > start else None
+
+    def labelled(self, spellings) -> tuple[str, int] | None:
+        """``[sep] spelling [sep] [number]``, e.g. ``-beta.2`` -> ("b", 2); the number defaults to 0."""
+        start = self.pos
+        self.separator()
+        for spelling, label in spellings:
+            if self.take(spelling):
+                self.separator()
+                number = self.number()
+                return label, 0 if number is None else number
+        self.pos = start
+        return None
+
+
+def _parse(text: str) -> tuple:
+    """``(epoch, release, pre, post, dev, local)`` of a PEP 440 version, normalised; InvalidVersion if not one."""
+    stripped = text.strip() if isinstance(text, str) else ""
+    if not stripped.isascii():  # only the surrounding whitespace may be non-ASCII
+        raise InvalidVersion(f"Invalid version: {text!r}")
+    cur = _Cursor(stripped.lower())
+    cur.take("v")
+
+    epoch = 0
+    start = cur.pos
+    number = cur.number()
+    if number is not None and cur.take("!"):  # 1!2.0
+        epoch = number
+    else:
+        cur.pos = start
+
+    release = [cur.number()]
+    if release[0] is None:
+        raise InvalidVersion(f"Invalid version: {text!r}")
+    while cur.at(".") and cur.at(_DIGITS, 1):
+        cur.pos += 1
+        release.append(cur.number())
+
+    pre = cur.labelled(_PRE_SPELLINGS)
+    if cur.at("-") and cur.at(_DIGITS, 1):  # implicit post-release: 1.0-1
+        cur.pos += 1
+        post = cur.number()
+    else:
+        post = cur.labelled(_POST_SPELLINGS)
+        post = None if post is None else post[1]
+    dev = cur.labelled(_DEV_SPELLINGS)
+    dev = None if dev is None else dev[1]
+
+    local = None
+    if cur.take("+"):  # "+Ubuntu-1.07" -> ("ubuntu", 1, 7)
+        parts, part = [], ""
+        for char in cur.text[cur.pos:] + ".":  # the "." ends the last part
+            if char in _LOCAL_CHARS:
+                part += char
+            elif char in _SEPARATORS and part:
+                parts.append(int(part) if part.isdigit() else part)
+                part = ""
+            else:  # another character, or an empty part
+                raise InvalidVersion(f"Invalid version: {text!r}")
+        cur.pos = len(cur.text)
+        local = tuple(parts)
+
+    if cur.pos != len(cur.text):
+        raise InvalidVersion(f"Invalid version: {text!r}")
+    return epoch, tuple(release), pre, post, dev, local
+
+
+# -- ordering ----------------------------------------------------------------
+
+_PRE_RANK = {"a": 0, "b": 1, "rc": 2}
+
+
+class Version:
+    """A PEP 440 version; compares in PEP 440 order (``1.0.dev0 < 1.0a1 < 1.0 == 1.0.0 < 1.0+local < 1.0.post1``)."""
+
+    __slots__ = ("epoch", "release", "pre", "post", "dev", "local", "key")
+
+    def __init__(self, text: str) -> None:
+        self.epoch, self.release, self.pre, self.post, self.dev, self.local = _parse(text)
+        self.key = self._sort_key()
+
+    def _sort_key(self) -> tuple:
+        release = list(self.release)
+        while release and release[-1] == 0:  # 1.0.0 == 1
+            release.pop()
+        if self.pre is not None:
+            pre = (_PRE_RANK[self.pre[0]], self.pre[1])
+        elif self.dev is not None and self.post is None:
+            pre = (-1, 0)  # 1.0.dev0 comes before 1.0a0
+        else:
+            pre = (3, 0)  # a release comes after its pre-releases
+        post = (0, 0) if self.post is None else (1, self.post)  # 1.0 < 1.0.post0
+        dev = (1, 0) if self.dev is None else (0, self.dev)  # 1.0.post1.dev0 < 1.0.post1
+        # no local label < any label; within one, parts compare in turn, a number above any word
+        local = () if self.local is None else tuple((1, p) if isinstance(p, int) else (0, p) for p in self.local)
+        return self.epoch, tuple(release), pre, post, dev, local
+
+    @property
+    def public_key(self) -> tuple:
+        """The sort key with the local label left out."""
+        return self.key[:-1] + ((),)
+
+    @property
+    def base_key(self) -> tuple:
+        """Epoch and release (trailing zeros dropped): what ``1.0rc1``, ``1.0.post2`` and ``1`` share."""
+        return self.key[:2]
+
+    @property
+    def is_prerelease(self) -> bool:
+        return self.pre is not None or self.dev is not None
+
+    def __str__(self) -> str:
+        """The normalised spelling, as ``packaging`` writes it."""
+        text = (f"{self.epoch}!" if self.epoch else "") + ".".join(map(str, self.release))
+        if self.pre is not None:
+            text += f"{self.pre[0]}{self.pre[1]}"
+        if self.post is not None:
+            text += f".post{self.post}"
+        if self.dev is not None:
+            text += f".dev{self.dev}"
+        if self.local is not None:
+            text += "+" + ".".join(map(str, self.local))
+        return text
+
+    def __repr__(self) -> str:
+        return f"<Version({str(self)!r})>"
+
+    def __eq__(self, other: object) -> bool:
+        return self.key == other.key if isinstance(other, Version) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __lt__(self, other: Version) -> bool:
+        return self.key < other.key
+
+    def __le__(self, other: Version) -> bool:
+        return self.key <= other.key
+
+    def __gt__(self, other: Version) -> bool:
+        return self.key > other.key
+
+    def __ge__(self, other: Version) -> bool:
+        return self.key >= other.key
+
+
+# -- specifiers --------------------------------------------------------------
 
 def _split(clause: str):
     for op in ("===", "~=", "==", "!=", "<=", ">=", "<", ">"):
@@ -46,28 +268,28 @@ def _clause(clause: str, candidate: Version, raw: str) -> bool:
             prefix = f"{spec.epoch}!{prefix}"
         return candidate >= spec and _prefix_equal(candidate, prefix)
     spec = Version(text)
-    if spec.is_postrelease or spec.is_devrelease or spec.local:
+    if spec.post is not None or spec.dev is not None or spec.local is not None:
         raise ValueError(f"patchkit ranges use release or pre-release bounds, not {clause!r}")
-    public = Version(candidate.public)
+    public = candidate.public_key  # the bound has no local label, so spec.key is public too
     if op == "<=":
-        return public <= spec
+        return public <= spec.key
     if op == ">=":
-        return public >= spec
+        return public >= spec.key
     if op == "<":
-        if not public < spec:
+        if not public < spec.key:
             return False
         # <V does not admit pre-releases of V itself, unless V is one
-        return spec.is_prerelease or not candidate.is_prerelease or Version(candidate.base_version) != Version(spec.base_version)
+        return spec.is_prerelease or not candidate.is_prerelease or candidate.base_key != spec.base_key
     # ">": not the post-releases or local versions of V itself
-    if not public > spec:
+    if not public > spec.key:
         return False
-    same = Version(candidate.base_version) == Version(spec.base_version) and candidate.pre == spec.pre  # 1.0 == 1
-    return not (same and (candidate.is_postrelease or candidate.local is not None))
+    same = candidate.base_key == spec.base_key and candidate.pre == spec.pre  # 1.0 == 1
+    return not (same and (candidate.post is not None or candidate.local is not None))
 
 
 def _equal(candidate: Version, spec: Version) -> bool:
     if spec.local is None:  # no local label asked for: the candidate's is ignored
-        return Version(candidate.public) == spec
+        return candidate.public_key == spec.key
     return candidate == spec
 
 
