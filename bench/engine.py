@@ -74,6 +74,16 @@ def newest(settings):
     return max(releases, key=lambda r: Version(r.version)) if releases else None
 
 
+def _line_fit(points):
+    """Least-squares ``a + b * lines`` through (lines, seconds) points."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var if var else 0.0
+    return mean_y - slope * mean_x, slope
+
+
 def work(cmd, env) -> float:
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("WORK ")]
@@ -115,6 +125,12 @@ def main(argv=None) -> int:
     for rid, rel, lines, mine, theirs, ratio in rows:
         print(f"  {rid:22s} {rel:18s} {lines:6d} {mine * 1e3:8.1f}ms {theirs * 1e3:8.1f}ms {ratio:7.3f}")
     total = sum(r[3] for r in rows) / sum(r[4] for r in rows)
+    fixed, per_line = _line_fit([(r[2], r[3]) for r in rows])
+    naive_fixed, naive_per_line = _line_fit([(r[2], r[4]) for r in rows])
+    margin = GOAL * naive_per_line - per_line
+    even = f"from about {(fixed - GOAL * naive_fixed) / margin:.0f} lines on" if margin > 0 else "never"
+    print(f"  fitted: patchkit {fixed * 1e3:.1f} ms + {per_line * 1e6:.1f} us/line, naive {naive_fixed * 1e3:.1f} ms + "
+          f"{naive_per_line * 1e6:.0f} us/line: within the goal {even}")
     if without:
         print(f"  no released wheel to measure on (source-checkout packages): {', '.join(without)}")
     print(f"  all recipes together {total:.3f}; worst single recipe {worst:.3f}; goal <= {GOAL}: {verdict(worst, GOAL)}")

@@ -2,10 +2,11 @@
 
 It never writes and never raises for "not applicable".  The places are
 found on Python's own syntax tree of the module (fast); the new lines are
-built from templates and each goes through libcst's parser; they are then
-put between the original lines, so every original byte stays as it was
-(encoding, line endings, tabs, comments) and the change is insertions only.
-The result must compile.
+built from templates, those at the points (guards and role expressions
+included) go through libcst's parser together, and the two header lines
+are plain literals; they are then put between the original lines, so every
+original byte stays as it was (encoding, line endings, tabs, comments) and
+the change is insertions only.  Each changed method must compile.
 """
 
 from __future__ import annotations
