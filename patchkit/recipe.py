@@ -210,8 +210,10 @@ def read_text(path: Path) -> str:
     if b"\x00" in raw:
         raise RecipeError("not a text file (it contains NUL bytes)", Location(str(path)),
                           "a recipe is a UTF-8 YAML file")
+    if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark (by hand: the utf-8-sig codec is one more import)
+        raw = raw[3:]
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise RecipeError("not UTF-8 text", Location(str(path), line),

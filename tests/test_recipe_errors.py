@@ -49,6 +49,16 @@ def test_the_good_recipe_loads(tmp_path):
     assert load_recipe(write(tmp_path, GOOD)).id == "bad"
 
 
+def test_a_byte_order_mark_is_allowed_and_bad_utf8_after_it_names_its_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    assert load_recipe(path).id == "bad"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode() + b"notes: [caf\xe9]\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert "not UTF-8" in info.value.message and info.value.where.line == GOOD.count("\n") + 1
+
+
 CASES = [
     # (description, replace-this, with-this, expected line, message fragment)
     ("unknown top-level key", "backend: torch\n", "backend: torch\nbakend: npu\n", 7, "unknown key 'bakend'"),
