@@ -21,6 +21,8 @@ from pathlib import Path
 from patchkit import api
 from patchkit.ledger import Ledger
 
+GOAL = 1.5  # the time ratio within 1.5x of the line ratio: linear, with room for a noisy machine
+
 SIZES = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000)
 TARGET = '''\
 class DataParallelPPOActor:
@@ -92,8 +94,11 @@ def main(argv=None) -> int:
         per_k.append(best / lines * 1000)
         print(f"  {lines:7d} lines  {best * 1e3:8.1f} ms  {per_k[-1] * 1e3:6.2f} ms per 1k lines")
     spread = max(per_k[2:]) / min(per_k[2:])
+    growth = (rows[-1][1] / rows[2][1]) / (rows[-1][0] / rows[2][0])  # 1.0 when linear, 10 when quadratic
     print(f"  per-line cost from 5k lines up varies by {spread:.2f}x (1.00 = perfectly linear); "
-          f"50k/5k time ratio {rows[-1][1] / rows[2][1]:.1f} for 10x the lines")
+          f"50k/5k time ratio {rows[-1][1] / rows[2][1]:.1f} for {rows[-1][0] / rows[2][0]:.1f}x the lines")
+    print(f"  time ratio / line ratio {growth:.2f} (1.00 = linear, 10 = quadratic); goal <= {GOAL}: "
+          f"{'PASS' if growth <= GOAL else 'FAIL'}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
