@@ -10,7 +10,10 @@ from typing import List, Optional, Sequence
 
 import click
 
+from . import DISTRIBUTION, __version__
 from .errors import PatchkitError
+
+_HERE = str(Path(__file__).resolve().parent)
 
 ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
 
@@ -92,7 +95,7 @@ def backend_option(f):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="show tracebacks")
-@click.version_option(package_name="patchkit", message="patchkit %(version)s")
+@click.version_option(__version__, message=f"{DISTRIBUTION} %(version)s (import patchkit from {_HERE})")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Place profiler start/step calls in installed RL training code, and take them out again.
