@@ -253,6 +253,12 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
     from .targets import locate
 
     installed = locate(s.recipe.target, root)
+    if changed:
+        from .environment import runtime_missing
+
+        missing = runtime_missing(installed.root)
+        if missing:
+            _say(f"warning: {missing}")
     _say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied "
          f"({s.recipe.target.distribution} {installed.version}, from {installed.version_from}); "
          f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")

@@ -14,7 +14,7 @@ overrides and the backend; each node loads the recipe, reads its own
 if a node still fails it puts the nodes that changed something back as they
 were (reverted, or re-applied with their earlier settings).
 
-Ray is optional (``pip install "patchkit[ray]"``); it is imported only inside
+Ray is optional (``pip install "patchkit-profiler[ray]"``); it is imported only inside
 these functions.
 """
 
@@ -29,7 +29,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from .errors import PatchkitError
 
-INSTALL_HINT = 'pip install "patchkit[ray]" (Ray 2.9 or later), here and in every node\'s environment'
+INSTALL_HINT = ('pip install "patchkit-profiler[ray]" (Ray 2.9 or later; the same build here and in every node\'s '
+                'environment: a wheel built from the checkout, or a path every node shares)')
 CHANGED = ("patched", "updated")
 
 
@@ -123,6 +124,12 @@ def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], 
     result.root = _root_of(outcomes[0].path, outcomes[0].relpath) if outcomes else ""
     result.state = ("updated" if any(o.state == "updated" for o in changed) else "patched") if changed else "already applied"
     result.message = _files(outcomes, result.state, "relpath") + f" in {result.root}; traces go to {s.recipe.profiler.save_path}"
+    if result.changed:
+        from .environment import runtime_missing
+
+        missing = runtime_missing(Path(result.root))
+        if missing:
+            result.message += f"; warning: {missing}"
 
 
 def _node_rollback(result: NodeResult, led, recipe: str, root: str, previous: Dict[str, Any]) -> None:

@@ -12,9 +12,13 @@ import ast
 import copy
 from typing import Any, List, Optional
 
+from . import DISTRIBUTION
 from .model import MARKER, Point, Settings
 
 RUNTIME = "_patchkit_runtime"
+# What the points call where patchkit.runtime cannot be imported: the same names, doing nothing.
+NOOP = ('__import__("types").SimpleNamespace(configure=lambda *a, **k: None, start=lambda *a: None, '
+        'step=lambda *a: None, refuse=lambda *a: None, on_exit=lambda *a: lambda f: f)')
 
 
 def marker(recipe_id: str) -> str:
@@ -54,12 +58,28 @@ def _string(text: str) -> str:
 
 
 def header_lines(settings: Settings) -> List[str]:
-    """The two module-level lines: the runtime import and the recipe's settings."""
+    """The module-level lines: import the runtime (or a no-op stand-in), then hand it the recipe's settings.
+
+    A patched package must never fail to import because of patchkit: where
+    ``patchkit.runtime`` cannot be imported (another environment, a node set
+    up differently), the points call a stand-in that does nothing and one line
+    on stderr says which recipe, which interpreter and what to install.
+    """
     rid = settings.id
+    tail = marker(rid)
     kwargs = ", ".join(f"{k}={literal(v)}" for k, v in settings.runtime_settings().items())
+    said = literal(f"patchkit: {rid} is applied to %s, but %s cannot import patchkit.runtime (%s); it runs without "
+                   f"profiling. Install {DISTRIBUTION} in that environment, or take the lines out with "
+                   f"`patchkit revert {rid}`.\n")
     return [
-        f"import patchkit.runtime as {RUNTIME}{marker(rid)}",
-        f"{RUNTIME}.configure({literal(rid)}, {kwargs}){marker(rid)}",
+        f"try:{tail}",
+        f"    import patchkit.runtime as {RUNTIME}{tail}",
+        f"except Exception as _patchkit_missing:{tail}",
+        f"    {RUNTIME} = {NOOP}{tail}",
+        f'    try: __import__("sys").stderr.write({said} % (__name__, __import__("sys").executable, '
+        f"repr(_patchkit_missing))){tail}",
+        f"    except Exception: pass{tail}",
+        f"{RUNTIME}.configure({literal(rid)}, {kwargs}){tail}",
     ]
 
 

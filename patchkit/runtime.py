@@ -2,7 +2,10 @@
 
 A patched module does, at import::
 
-    import patchkit.runtime as _patchkit_runtime
+    try:
+        import patchkit.runtime as _patchkit_runtime
+    except Exception:
+        _patchkit_runtime = <a stand-in whose functions do nothing>  # and one line on stderr
     _patchkit_runtime.configure("verl-fsdp-update", backend="torch", level="level0", ...)
 
 and, inside methods, ``_patchkit_runtime.start(key)``, ``_patchkit_runtime.step(key)``

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import settings as explore
 from hypothesis import strategies as st
 
+from patchkit.codegen import header_lines
 from patchkit.engine import applied_ids, split_lines, strip, transform
 from patchkit.model import AlreadyApplied, Applied, CannotApply
 from patchkit.recipe import load_recipe
@@ -68,8 +69,9 @@ def test_insertion_keeps_every_original_line_and_marks_every_new_one(tmp_path):
     result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
     assert isinstance(result, Applied)
     added = inserted(SOURCE, result.text)
-    assert len(added) == 3 and all("patchkit" in line for line in added)
-    assert added[0].startswith("import patchkit.runtime as _patchkit_runtime")
+    assert len(added) == len(header_lines(settings(tmp_path, STEP_AFTER))) + 1 and all("patchkit" in line for line in added)
+    assert added[0].startswith("try:  # patchkit:t")
+    assert added[1].startswith("    import patchkit.runtime as _patchkit_runtime")
     lines = result.text.splitlines()
     assert lines.index(added[0].rstrip("\n")) == 3  # after the docstring, the __future__ import and the blank line
     assert "            _patchkit_runtime.step(\"t\")  # patchkit:t" in lines
@@ -238,7 +240,8 @@ def test_on_exit_steps_on_every_exit_and_keeps_the_guard_in_the_method_scope(tmp
             return deco
 
     namespace = {"_patchkit_runtime": Runtime}
-    code = "\n".join(ln for ln in result.text.splitlines() if not ln.startswith(("import patchkit", "_patchkit_runtime.")))
+    header = set(header_lines(s))
+    code = "\n".join(ln for ln in result.text.splitlines() if ln not in header)
     exec(compile(code, "m.py", "exec"), namespace)
     runner = namespace["Runner"]()
     runner.is_draft_worker = False

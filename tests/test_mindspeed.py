@@ -389,10 +389,15 @@ def test_recipe_on_release_checkout(tmp_path, release, case):
         trees[rel] = ast.parse(text)
         added[rel] = dict(inserted_lines(original[rel].decode("utf-8"), text))
         assert added[rel], f"nothing inserted in {rel}"
-        for no, line in added[rel].items():
+        first = min(no for no, line in added[rel].items() if not line[:1].isspace())
+        header = range(first, next(no for no in range(first, first + 100) if no not in added[rel]))
+        for no, line in added[rel].items():  # the module header is one block of lines; every other line stands alone
             assert line.rstrip().endswith(f"# patchkit:{rid}"), f"{rel}:{no}: {line}"
-            piece = parse_line(line)
-            assert not touches_mindspeed_profiler(piece), f"{rel}:{no} touches MindSpeed-RL's profiler: {line}"
+            if no not in header:
+                piece = parse_line(line)
+                assert not touches_mindspeed_profiler(piece), f"{rel}:{no} touches MindSpeed-RL's profiler: {line}"
+        block = ast.parse("\n".join(added[rel][no] for no in header))
+        assert not touches_mindspeed_profiler(block), f"{rel}: the module header touches MindSpeed-RL's profiler"
 
     def body_lines(rel):
         """Inserted lines that are not module-level header lines."""
@@ -509,6 +514,17 @@ def test_refuse_keeps_a_recipe_from_starting_and_says_why_once(clean_runtime, ca
     assert len(said) == 1 and reason in said[0], said
 
 
+def split_header(added):
+    """``(module header as one block, the other lines stripped)`` from ``inserted_lines``' pairs."""
+    lines = dict(added)
+    first = min(no for no, t in added if not t.startswith((" ", "\t")))
+    header = []
+    while first in lines:  # the header's lines are consecutive, and only its first and last start a line
+        header.append(lines.pop(first))
+        first += 1
+    return ["\n".join(header)], [t.strip() for t in lines.values()]
+
+
 def test_inserted_lines_stay_off_while_mindspeeds_own_profiler_is_on(tmp_path, clean_runtime, capsys):
     """Run the very lines apply wrote (the patched modules import Megatron, so they cannot be imported here)."""
     pytest.importorskip("torch")
@@ -521,9 +537,8 @@ def test_inserted_lines_stay_off_while_mindspeeds_own_profiler_is_on(tmp_path, c
     cli("revert", "--all")
     capsys.readouterr()
 
-    header = [t.strip() for no, t in added[ENGINE] if not t.startswith((" ", "\t"))]
-    arming = [t.strip() for no, t in added[ACTOR] if t.startswith((" ", "\t"))]
-    steps = [t.strip() for no, t in added[ENGINE] if t.startswith((" ", "\t"))]
+    header, steps = split_header(added[ENGINE])
+    _, arming = split_header(added[ACTOR])
     assert header and arming and steps, added
 
     def run(lines, ns):

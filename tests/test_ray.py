@@ -54,7 +54,7 @@ class Node:
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    pytest.importorskip("ray", reason='Ray is not installed (pip install "patchkit[ray]")')
+    pytest.importorskip("ray", reason='Ray is not installed (pip install "patchkit-profiler[ray]")')
     import ray
     from ray.cluster_utils import Cluster
 
@@ -110,6 +110,8 @@ def test_apply_status_revert_on_both_nodes(nodes, patchkit_home):
         assert "active=2" in n.target.read_text()
         [line] = node_lines(out, n)
         assert RECIPE in line and "patched" in line and str(n.root) in line
+        # the node's root is a site-packages without patchkit: the job there would run unprofiled
+        assert f"warning: {n.root} has no patchkit" in line and "patchkit-profiler" in line
         assert [f["root"] for f in n.recorded().values()] == [str(n.root)]  # each node its own ledger
     assert not (patchkit_home / "ledger.json").exists()  # nothing recorded on the driver's side
 
@@ -197,4 +199,4 @@ def test_ray_flag_without_ray_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if Ray were not installed
     for args in (["apply", RECIPE], ["diff", RECIPE], ["revert", "--all"], ["status"]):
         result = run(*args, "--ray", "auto", code=1)
-        assert "needs Ray" in result.stderr and 'pip install "patchkit[ray]"' in result.stderr
+        assert "needs Ray" in result.stderr and 'pip install "patchkit-profiler[ray]"' in result.stderr
