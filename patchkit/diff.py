@@ -1,119 +1,90 @@
-"""Unified diffs that `git apply` and `patch -p1` take, coloured only on a terminal."""
+"""Unified diffs that `git apply` and `patch -p1` take (made by :mod:`difflib`), coloured only on a terminal."""
 
 from __future__ import annotations
 
-from collections import Counter
-from itertools import chain, islice
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterable, List, Tuple
 
-from .marks import split_lines
+from .marks import is_own_line, split_lines
+
+Opcode = Tuple[str, int, int, int, int]
 
 NO_EOL = "\\ No newline at end of file\n"
 
-Run = Tuple[int, int, int]  # new lines b[start:end], inserted before a[at]: (at, start, end)
-
 
 def unified(before: str, after: str, relpath: str, context: int = 3) -> str:
-    """``before`` -> ``after`` as a unified diff, byte for byte what :mod:`difflib` makes of it.
+    """``before`` -> ``after`` as a unified diff with ``a/`` and ``b/`` paths; "" when nothing changed.
 
-    patchkit only inserts lines, so ``after`` is nearly always ``before`` plus a few new lines.  That diff
-    is written straight from where they go, in linear time: importing difflib and running its
-    SequenceMatcher on a large file would cost more than the rest of a `patchkit diff`.  Anything
-    else, and any insertion difflib might align otherwise, goes to difflib.
+    Lines are split as Python splits source (only \\r\\n, \\r and \\n end a line) and keep their
+    endings, so CRLF files give CRLF lines in the patch; a last line without a newline is marked
+    the way `git apply` and `patch` expect.  Hunks are grouped by :mod:`difflib` from the
+    alignment :func:`_opcodes` gives.
     """
-    a, b = split_lines(before), split_lines(after)
-    runs = _insertions(a, b) if context >= 0 else None
-    return _text(relpath, _difflib_body(a, b, context) if runs is None else _insertion_body(a, b, runs, context))
-
-
-def _difflib_unified(before: str, after: str, relpath: str, context: int = 3) -> str:
-    """What `unified` returns, always made by difflib: the reference its fast path is tested against."""
-    return _text(relpath, _difflib_body(split_lines(before), split_lines(after), context))
-
-
-def _text(relpath: str, body: Iterable[str]) -> str:
-    out: List[str] = []
-    for line in body:
-        out.append(line)
-        if not line.endswith(("\n", "\r")):
-            out.append("\n" + NO_EOL)
-    if not out:
-        return ""
-    return "".join([f"--- a/{relpath}".rstrip("\r\n") + "\n", f"+++ b/{relpath}".rstrip("\r\n") + "\n", *out])
-
-
-def _difflib_body(a: Sequence[str], b: Sequence[str], context: int) -> Iterable[str]:
     import difflib
 
-    return islice(difflib.unified_diff(a, b, n=context, lineterm="\n"), 2, None)  # less its ---/+++ lines
+    a, b = split_lines(before), split_lines(after)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    matcher.get_opcodes = lambda: _opcodes(a, b, difflib)  # get_grouped_opcodes starts from these
+    out: List[str] = []
+    for group in matcher.get_grouped_opcodes(context):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        out.append(f"@@ -{_span(i1, i2)} +{_span(j1, j2)} @@\n")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += (" " + line for line in a[i1:i2])
+                continue
+            out += ("-" + line for line in a[i1:i2])
+            out += ("+" + line for line in b[j1:j2])
+    if not out:
+        return ""
+    marked = [line if line.endswith(("\n", "\r")) else line + "\n" + NO_EOL for line in out]
+    return "".join([f"--- a/{relpath}".rstrip("\r\n") + "\n", f"+++ b/{relpath}".rstrip("\r\n") + "\n", *marked])
 
 
-def _insertions(a: Sequence[str], b: Sequence[str]) -> Optional[List[Run]]:
-    """The runs of new lines if ``b`` is ``a`` with lines inserted and difflib is sure to see it so, else None.
+def _opcodes(a: List[str], b: List[str], difflib) -> List[Opcode]:
+    """How ``a`` becomes ``b``, aligned on the lines that are not patchkit's own.
 
-    difflib matches the longest run of equal lines first (a copy of it elsewhere in ``a`` may win), then
-    does the same on either side of it.  Its runs skip "popular" lines (autojunk: once ``b`` has 200 lines,
-    those it has over ``1 + len(b) // 100`` times, blank lines say), so a stretch of them alone is shown
-    removed and added again.  Neither can happen if no new line is a line of ``a`` and, in each stretch of
-    ``a`` between insertion points, every longest run of lines that are not popular holds a line that
-    ``a`` has once: a match as long elsewhere would need that line too.
+    patchkit only adds and takes out its own marked lines, so the other lines are the same, in the
+    same order, on both sides: they are matched one to one, and only the runs of marked lines
+    between them are compared (by difflib).  A longest-match alignment of the whole file could
+    pair a copied stretch or a blank line with the wrong one and show lines removed and added
+    again.  Any other pair of texts is left to difflib as a whole.
     """
-    count = Counter(a)
-    new = [j for j, line in enumerate(b) if line not in count]
-    if len(b) - len(new) != len(a):
-        return None
-    runs: List[Run] = []
-    for k, j in enumerate(new):
-        if runs and runs[-1][2] == j:
-            runs[-1] = (runs[-1][0], runs[-1][1], j + 1)
+    keep_a = [i for i, line in enumerate(a) if not _own(line)]
+    keep_b = [j for j, line in enumerate(b) if not _own(line)]
+    if len(keep_a) != len(keep_b) or any(a[i] != b[j] for i, j in zip(keep_a, keep_b)):
+        return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    codes: List[Opcode] = []
+    at_a = at_b = 0
+    for i, j in zip(keep_a + [len(a)], keep_b + [len(b)]):
+        if (i, j) == (at_a, at_b):
+            gap = []
+        else:  # the marked lines between two of the others: a few at most
+            gap = difflib.SequenceMatcher(None, a[at_a:i], b[at_b:j], autojunk=False).get_opcodes()
+        for tag, i1, i2, j1, j2 in gap:
+            codes.append((tag, at_a + i1, at_a + i2, at_b + j1, at_b + j2))
+        if i < len(a):
+            codes.append(("equal", i, i + 1, j, j + 1))
+        at_a, at_b = i + 1, j + 1
+    return _merged(codes) or [("equal", 0, 0, 0, 0)]
+
+
+def _own(line: str) -> bool:
+    return "  # patchkit:" in line and is_own_line(line)
+
+
+def _merged(codes: List[Opcode]) -> List[Opcode]:
+    """Neighbouring codes of the same kind as one, as difflib gives them."""
+    out: List[Opcode] = []
+    for code in codes:
+        if out and out[-1][0] == code[0] == "equal":
+            out[-1] = ("equal", out[-1][1], code[2], out[-1][3], code[4])
         else:
-            runs.append((j - k, j, j + 1))
-    limit = len(b) // 100 + 1 if len(b) >= 200 else len(b)  # lines seen more often are popular
-    at = end = 0
-    for next_at, start, next_end in runs + [(len(a), len(b), len(b))]:
-        if b[end:start] != a[at:next_at] or (next_at > at and not _anchored(a[at:next_at], count, limit)):
-            return None
-        at, end = next_at, next_end
-    return runs
-
-
-def _anchored(stretch: List[str], count: Counter, limit: int) -> bool:
-    """Each longest run of lines that ``a`` has at most ``limit`` times holds a line it has once."""
-    longest, sure = 0, False
-    length, unique = 0, False
-    for seen in chain(map(count.__getitem__, stretch), [0]):  # the 0 ends the last run
-        if 0 < seen <= limit:
-            length, unique = length + 1, unique or seen == 1
-            continue
-        if length > longest:
-            longest, sure = length, unique
-        elif length == longest:
-            sure = sure and unique
-        length, unique = 0, False
-    return sure
-
-
-def _insertion_body(a: Sequence[str], b: Sequence[str], runs: List[Run], n: int) -> Iterator[str]:
-    """difflib's hunks for ``runs``: ``n`` lines of context, merged where contexts touch or overlap."""
-    hunks: List[List[Run]] = []
-    for run in runs:
-        if hunks and run[0] - hunks[-1][-1][0] <= 2 * n:
-            hunks[-1].append(run)
-        else:
-            hunks.append([run])
-    for hunk in hunks:
-        (first, first_new, _), (last, _, last_end) = hunk[0], hunk[-1]
-        lo, hi = max(0, first - n), min(len(a), last + n)
-        yield f"@@ -{_span(lo, hi)} +{_span(lo + first_new - first, hi + last_end - last)} @@\n"
-        for at, start, end in hunk:
-            yield from (" " + line for line in a[lo:at])
-            yield from ("+" + line for line in b[start:end])
-            lo = at
-        yield from (" " + line for line in a[lo:hi])
+            out.append(code)
+    return out
 
 
 def _span(start: int, stop: int) -> str:
-    """A hunk's lines as difflib numbers them: ``first,count``, ``first`` alone for one, ``previous,0`` for none."""
+    """A hunk's lines as unified diffs number them: ``first,count``, ``first`` alone for one, ``previous,0`` for none."""
     if stop - start == 1:
         return str(start + 1)
     return f"{start + 1 if stop > start else start},{stop - start}"

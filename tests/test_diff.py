@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from patchkit import api
-from patchkit.diff import _difflib_unified, _insertions, unified
+from patchkit.diff import NO_EOL, unified
 from patchkit.marks import split_lines
 
 from conftest import FIXTURES
@@ -21,14 +22,35 @@ DEMO = Path(__file__).resolve().parent.parent / "patchkit" / "demo"
 COMMON = ["pass", "    return x", "        )", "x = 1", "    ", "#", "else:"]  # lines files have many times
 
 
-def fast_path(before: str, after: str) -> bool:
-    return _insertions(split_lines(before), split_lines(after)) is not None
+def apply_patch(before: str, patch: str) -> str:
+    """``patch`` applied to ``before`` line by line (lines split as patchkit splits them), checking every context line."""
+    lines, out, at = split_lines(before), [], 0
+    body = split_lines(patch)[2:]
+    k = 0
+    while k < len(body):
+        m = re.match(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n$", body[k])
+        assert m, body[k]
+        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
+        out += lines[at:start]
+        at, k = start, k + 1
+        while k < len(body) and not body[k].startswith("@@"):
+            line = body[k]
+            if k + 1 < len(body) and body[k + 1] == NO_EOL:
+                line, k = line[:-1], k + 1  # the newline the patch adds after a last line that has none
+            if line[0] in " -":
+                assert lines[at] == line[1:], (at, lines[at], line)
+                at += 1
+            if line[0] in " +":
+                out.append(line[1:])
+            k += 1
+    return "".join(out + lines[at:])
 
 
-def check(before: str, after: str, context: int = 3) -> bool:
-    """Both paths give the same diff; True if `unified` took the fast one."""
-    assert unified(before, after, "pkg/mod.py", context) == _difflib_unified(before, after, "pkg/mod.py", context)
-    return fast_path(before, after)
+def check(before: str, after: str, context: int = 3) -> str:
+    """The diff of ``before`` -> ``after``, checked to give ``after`` back when applied to ``before``."""
+    patch = unified(before, after, "pkg/mod.py", context)
+    assert apply_patch(before, patch) == after if patch else before == after
+    return patch
 
 
 def insert(lines, at_lines):
@@ -99,12 +121,16 @@ def edits(draw):
     return "".join(lines), "".join(after), draw(st.sampled_from([3, 3, 3, 0, 1, 2, 5]))
 
 
-@settings(max_examples=600, deadline=None, derandomize=True)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(edits())
-def test_fast_path_gives_difflibs_bytes(edit):
+def test_every_diff_applies_back_to_the_new_text(edit):
     before, after, context = edit
-    event("fast path" if check(before, after, context) else "difflib")
-    event(f"{'>=' if len(split_lines(after)) >= 200 else '<'} 200 lines")
+    patch = check(before, after, context)
+    event("pure insertion" if not minus_lines(patch) else "lines shown removed")
+
+
+def minus_lines(patch: str):
+    return [line for line in patch.splitlines()[2:] if line.startswith("-")]
 
 
 # ---------------------------------------------------------------- real files
@@ -113,8 +139,8 @@ def sample_files():
     return sorted(p for root in (DEMO, FIXTURES) for p in root.rglob("*.py"))
 
 
-def test_sample_and_fixture_files_with_lines_inserted_here_and_there():
-    taken = []
+def test_sample_and_fixture_files_with_lines_inserted_here_and_there_show_insertions_only():
+    checked = 0
     for path in sample_files():
         lines = split_lines(path.read_text(encoding="utf-8"))
         n = len(lines)
@@ -126,9 +152,10 @@ def test_sample_and_fixture_files_with_lines_inserted_here_and_there():
                        n // 2: ["    _pk.a()  # patchkit:t\n", "    _pk.b()  # patchkit:t\n"],
                        min(n, n // 2 + 7): ["    _pk.c()  # patchkit:t\n"], 2 * n // 3: ["    _pk.d()  # patchkit:t\n"]}]
         for new in placements:
-            taken.append(check(before, "".join(insert(lines, new))))
-    assert len(taken) > 250
-    assert sum(taken) > 0.9 * len(taken)  # real code: nearly every stretch has a line of its own
+            patch = check(before, "".join(insert(lines, new)))
+            assert not minus_lines(patch), f"{path}: {minus_lines(patch)[:3]}"
+            checked += 1
+    assert checked > 250
 
 
 @pytest.mark.parametrize("fixture, recipe", [
@@ -136,93 +163,62 @@ def test_sample_and_fixture_files_with_lines_inserted_here_and_there():
     ("sglang-0.5.5", "sglang-forward"), ("vllm-0.15", "vllm-decode"), ("vllm-ascend-0.23", "vllm-ascend-decode"),
     (DEMO / "sample", "verl-fsdp-update"),
 ])
-def test_recipes_diffs_take_the_fast_path(fixture, recipe):
+def test_recipes_diffs_are_insertions_that_git_apply_takes(fixture, recipe, tmp_path):
     plan = api.plan(api.load(recipe), str(FIXTURES / fixture))
     changed = [f for f in plan.files if f.changes]
     assert changed
     for f in changed:
-        assert check(f.text, f.result.text), f.relpath
+        patch = check(f.text, f.result.text)
+        assert not minus_lines(patch), f.relpath
+        copy = tmp_path / f.relpath
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(f.data)
+        (tmp_path / "p.diff").write_text(unified(f.text, f.result.text, f.relpath), encoding="utf-8", newline="")
+        done = subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert copy.read_bytes() == f.new_bytes()
 
 
-# ---------------------------------------------------------------- difflib's own way
+# ---------------------------------------------------------------- beyond plain insertions
 
-def test_not_an_insertion_goes_to_difflib():
+def test_lines_taken_out_or_changed_are_shown_removed():
     lines = [f"line {k}\n" for k in range(30)]
     before = "".join(lines)
     deleted = "".join(lines[:10] + lines[11:])
     changed = "".join(lines[:10] + ["line ten\n"] + lines[11:])
-    copied = "".join(insert(lines, {20: ["line 3\n"]}))  # an inserted line equal to one already there
     replaced = "".join(insert(lines[:10] + lines[11:], {10: ["x = 1  # patchkit:r\n"]}))  # an older patch redone
-    for after, minus in ((deleted, "-line 10\n"), (changed, "-line 10\n"), (copied, None), (replaced, "-line 10\n")):
-        assert not fast_path(before, after)
-        assert not check(before, after)
-        text = unified(before, after, "pkg/mod.py")
+    for after in (deleted, changed, replaced):
+        text = check(before, after)
         assert text.startswith("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ ")
-        if minus:
-            assert minus in text
+        assert minus_lines(text) == ["-line 10"]
 
 
-def test_a_stretch_that_is_copied_elsewhere_goes_to_difflib():
-    """difflib matches the longest run first: here the last "x y" takes the first one's place."""
+def test_a_stretch_copied_elsewhere_is_still_a_plain_insertion():
     before, after = "x\ny\nR\nx\ny\n", "x\nP  # patchkit:r\ny\nR\nP  # patchkit:r\nx\ny\n"
-    assert not fast_path(before, after)
-    assert not check(before, after)
-    assert "-R\n" in unified(before, after, "m.py")  # an insertion, shown as more than one
+    assert not minus_lines(check(before, after))
 
 
-def test_autojunk_blank_lines_go_to_difflib():
-    """Past 200 lines difflib skips popular lines: two insertions one blank line apart show 50 blank lines
-    removed and added again.  The fast path leaves such a stretch to difflib."""
+def test_blank_lines_past_200_are_not_shown_removed_and_added_again():
+    """difflib's autojunk would skip the popular blank line here and show 50 of them removed and added."""
     lines = [f"v{k} = {k}\n" for k in range(150)] + ["\n"] * 100
     before = "".join(lines)
     after = "".join(insert(lines, {200: ["P  # patchkit:r\n"], 201: ["Q  # patchkit:r\n"]}))
-    assert not fast_path(before, after)
-    assert not check(before, after)
-    text = unified(before, after, "m.py")
-    assert text.splitlines().count("-") == 50
+    text = check(before, after)
+    assert not minus_lines(text)
+    assert [ln for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")] == \
+        ["+P  # patchkit:r", "+Q  # patchkit:r"]
 
 
-def split_copy(size, seps, tie=False):
-    """``size`` lines, each followed by a separator (popular for difflib if ``b`` has 200 lines and ``a`` has
-    it over ``1 + len(b) // 100`` times), with the block c1, c2 in an early and a late copy, and P inserted
-    inside the early one.  If the separators are popular, difflib's longest runs are the late c1, c2 (and
-    with ``tie`` the early c2, own) and it matches the late one to the early c1, c2 in ``a``."""
-    lines = [line for k in range(size) for line in (f"u{k}\n", seps[k % len(seps)])][:size]
-    early, late = size // 6 & ~1, 4 * size // 6 & ~1
-    lines[late:late] = ["c1\n", "c2\n", seps[0]]
-    lines[early:early] = ["c1\n", "c2\n"] + (["own\n"] if tie else []) + [seps[0]]
-    return "".join(lines), "".join(insert(lines, {early + 1: ["P  # patchkit:r\n"]}))
-
-
-BLANK, SEPS = ["\n"], [f"# {k}\n" for k in range(50)]
-
-
-@pytest.mark.parametrize("size, seps, tie, fast", [
-    (300, BLANK, False, False),
-    (300, BLANK, True, False),  # the early c2, own has a line of its own, but the late c1, c2 wins
-    (192, BLANK, False, True),  # b has 199 lines: nothing is popular
-    (193, BLANK, False, False),  # 200
-    (193, SEPS[:24], False, False),  # 200 lines, separators used 4 times: over 1 + 200 // 100
-    (240, SEPS[:30], False, False),
-    (300, SEPS[:38], False, True),  # past 300 lines, 4 times is not popular
-])
-def test_where_difflib_matches_a_copy_it_gets_the_say(size, seps, tie, fast):
-    before, after = split_copy(size, seps, tie)
-    assert check(before, after) == fast
-    removed = [line for line in unified(before, after, "m.py").splitlines()[2:] if line.startswith("-")]
-    assert bool(removed) != fast  # where the fast path declines, difflib's diff is not the plain insertion
-
-
-def test_many_blank_lines_past_200_still_take_the_fast_path():
+def test_many_blank_lines_past_200_and_no_newline_at_the_end():
     lines = [line for k in range(300) for line in ([f"v{k} = {k}\n", "\n"] if k % 3 else [f"v{k} = {k}\n", "\n", "\n"])]
     before = "".join(lines)
     after = "".join(insert(lines, {0: ["A  # patchkit:r\n"], 101: ["B  # patchkit:r\n"], 104: ["C  # patchkit:r\n"],
                                    400: ["D  # patchkit:r\n"], len(lines): ["E  # patchkit:r"]}))
-    assert check(before, after)
-    assert "+E  # patchkit:r\n\\ No newline at end of file\n" in unified(before, after, "m.py")
+    text = check(before, after)
+    assert not minus_lines(text)
+    assert "+E  # patchkit:r\n\\ No newline at end of file\n" in text
 
 
-NO_EOL = "\\ No newline at end of file\n"
 TWENTY = "".join(f"{k}\n" for k in range(20))  # two insertions 6 lines apart: contexts touch, one hunk; 7: two
 
 
@@ -258,3 +254,15 @@ def test_lines_that_look_like_headers_are_kept_as_they_are():
 def test_importing_patchkit_diff_does_not_import_difflib():
     code = "import sys, patchkit.diff; print('difflib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_applying_again_with_new_settings_shows_each_old_line_replaced_in_place():
+    """The file already holds this recipe's lines (and another recipe's): only this recipe's lines change."""
+    body = [f"v{k} = {k}\n" for k in range(40)] + ["\n"] * 5
+    before = "".join(insert(body, {0: ["import r  # patchkit:r\n"], 10: ["    s()  # patchkit:s\n", "    r(1)  # patchkit:r\n"],
+                                   30: ["    r(1)  # patchkit:r\n"]}))
+    after = "".join(insert(body, {0: ["import r  # patchkit:r\n"], 10: ["    s()  # patchkit:s\n", "    r(2)  # patchkit:r\n"],
+                                  30: ["    r(2)  # patchkit:r\n"]}))
+    text = check(before, after)
+    assert minus_lines(text) == ["-    r(1)  # patchkit:r"] * 2
+    assert "-    s()" not in text and "+    s()" not in text
