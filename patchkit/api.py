@@ -101,7 +101,7 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
         f = _file_plan(settings, installed, relpath, points, seen)
         if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
             raise AnchorError(f.result.reason, Location(str(f.path), f.result.line, f.result.col),
-                              "this file does not have the shape the recipe expects")
+                              f.result.hint or "this file does not have the shape the recipe expects")
         if work_tree(f.path) is not None:  # os.path only; gitrepo (and gitpython) only inside a git work tree
             from . import gitrepo
 
@@ -147,10 +147,10 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
         raise TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
                           Location(recipe.path), f"is {version} the package this recipe is for?")
     path, why = failures[0]
-    others = "".join(f"; {p.name}: {w.reason}" for p, w in failures[1:])
+    others = "".join(f"; {p.name}: {'the same' if w.reason == why.reason else w.reason}" for p, w in failures[1:])
     raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} supports {recipe.target.versions or 'any version'})",
                       Location(str(path), why.line, why.col),
-                      "this version's file has another shape; check `patchkit list` for a recipe that fits, "
+                      why.hint or "this version's file has another shape; check `patchkit list` for a recipe that fits, "
                       "or adapt the recipe's points")
 
 
@@ -554,12 +554,15 @@ def run_examples(settings: Settings) -> List[ExampleOutcome]:
 
 
 def example_points(settings: Settings, source: str) -> Optional[List[Point]]:
-    """An example is one file: of a recipe's points in several files, those whose class it defines."""
+    """An example is one file: of a recipe's points in several files, those whose class (or function) it defines."""
     try:
-        classes = {n.name for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+        body = ast.parse(source).body
     except SyntaxError:
         return None
-    return [p for p in settings.active_points() if p.cls in classes] or None
+    classes = {n.name for n in body if isinstance(n, ast.ClassDef)}
+    functions = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return [p for p in settings.active_points()
+            if (p.cls in classes if p.cls is not None else p.method in functions)] or None
 
 
 def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:

@@ -112,10 +112,13 @@ def call_statement(settings: Settings, point: Point) -> str:
 
 
 def exit_decorator(settings: Settings, point: Point, func: Optional[ast.AST] = None) -> str:
-    """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the method's own parameters."""
+    """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the target's own parameters.
+
+    The target is a method, or a module-level function (no ``self``).
+    """
     key, guard = _key_and_guard(settings, point)
     if func is None:  # no target at hand (``patchkit show``): a generic signature
-        func = ast.parse("def _(self, *args, **kwargs): pass").body[0]
+        func = ast.parse(f"def _({'' if point.cls is None else 'self, '}*args, **kwargs): pass").body[0]
     args = copy.deepcopy(func.args)
     for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
         arg.annotation = None

@@ -22,9 +22,9 @@ from .points.method import is_docstring
 
 
 class _Failed(Exception):
-    def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None):
+    def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None, hint: str = ""):
         super().__init__(reason)
-        self.result = CannotApply(reason, line, col)
+        self.result = CannotApply(reason, line, col, hint)
 
 
 def transform(source: str, settings: Settings, points: Optional[Sequence[Point]] = None,
@@ -73,7 +73,7 @@ def plan(original: str, settings: Settings, points: Sequence[Point], path: str) 
     except ValueError as exc:  # e.g. NUL bytes
         raise _Failed(f"the file does not parse as Python: {exc}") from None
     lines = split_lines(original)
-    by_method: Dict[Tuple[str, str, Optional[str]], List[Point]] = {}
+    by_method: Dict[Tuple[Optional[str], str, Optional[str]], List[Point]] = {}
     for point in points:
         by_method.setdefault((point.cls, point.method, point.nested), []).append(point)
     insertions = _header(tree, lines, settings)
@@ -108,49 +108,94 @@ def _header(tree: ast.Module, lines: List[str], settings: Settings) -> List[Inse
     return [Insertion(index, text) for text in codegen.header_lines(settings)]
 
 
-def _find(tree: ast.Module, cls: str, method: str) -> ast.AST:
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
-    if not classes:
-        raise _Failed(f"no class {cls} at the top level of the file")
-    if len(classes) > 1:
-        raise _Failed(f"found {len(classes)} classes named {cls}, at lines "
-                      + ", ".join(str(c.lineno) for c in classes), classes[1].lineno)
-    funcs = [n for n in classes[0].body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == method]
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _find(tree: ast.Module, cls: Optional[str], method: str) -> ast.AST:
+    """The method ``cls.method``, or with ``cls`` None the module-level function ``method``."""
+    top_defs = [n for n in tree.body if isinstance(n, _DEFS)]
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    if cls is None:
+        funcs = [n for n in top_defs if n.name == method]
+        if not funcs:
+            owners = [c.name for c in classes if any(isinstance(n, _DEFS) and n.name == method for n in c.body)]
+            hint = (f"{method} is a method of class {owners[0]} here: write `class: {owners[0]}` and `method: {method}` "
+                    "instead of `function:`" if owners else _did_you_mean("function", method, top_defs))
+            raise _Failed(f"no function {method} at the top level of the file", hint=hint)
+        if len(funcs) > 1:
+            raise _Failed(f"the file defines {method} {len(funcs)} times at the top level, at lines "
+                          + ", ".join(str(f.lineno) for f in funcs), funcs[1].lineno)
+        return funcs[0]
+    named = [c for c in classes if c.name == cls]
+    if not named:
+        raise _Failed(f"no class {cls} at the top level of the file", hint=_did_you_mean("class", cls, classes))
+    if len(named) > 1:
+        raise _Failed(f"found {len(named)} classes named {cls}, at lines "
+                      + ", ".join(str(c.lineno) for c in named), named[1].lineno)
+    methods = [n for n in named[0].body if isinstance(n, _DEFS)]
+    funcs = [n for n in methods if n.name == method]
     if not funcs:
-        raise _Failed(f"class {cls} has no method {method}", classes[0].lineno, classes[0].col_offset + 1)
+        hint = (f"{method} is a module-level function here: write `function: {method}` instead of `class:` and `method:`"
+                if any(n.name == method for n in top_defs) else _did_you_mean("method", method, methods))
+        raise _Failed(f"class {cls} has no method {method}", named[0].lineno, named[0].col_offset + 1, hint)
     if len(funcs) > 1:
         raise _Failed(f"class {cls} defines {method} {len(funcs)} times, at lines "
                       + ", ".join(str(f.lineno) for f in funcs), funcs[1].lineno)
     return funcs[0]
 
 
+def _did_you_mean(key: str, name: str, nodes: Sequence[ast.AST]) -> str:
+    """``did you mean `key: closest`?`` among the names of ``nodes``, or "" when none is close."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, sorted({n.name for n in nodes}), n=3)
+    if not close:
+        return ""
+    more = f" (or {' or '.join(close[1:])})" if close[1:] else ""
+    return f"did you mean `{key}: {close[0]}`{more}? correct the name in the recipe's point"
+
+
 def _nested(func: ast.AST, name: str, where: str) -> ast.AST:
     """The function ``name`` defined inside ``func`` (in any of its blocks, not inside another def)."""
     from .points import blocks
 
-    found, todo = [], [func]
+    found, defined, todo = [], [], [func]
     while todo:
         node = todo.pop()
         for block in blocks(node):
             for stmt in block:
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
-                    found.append(stmt)
-                elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if isinstance(stmt, _DEFS):
+                    (found if stmt.name == name else defined).append(stmt)
+                elif not isinstance(stmt, ast.ClassDef):
                     todo.append(stmt)
     if not found:
-        raise _Failed(f"{where} defines no nested function {name}", func.lineno)
+        raise _Failed(f"{where} defines no nested function {name}", func.lineno,
+                      hint=_did_you_mean("nested", name, defined))
     if len(found) > 1:
         raise _Failed(f"{where} defines {name} {len(found)} times, at lines "
                       + ", ".join(str(f.lineno) for f in sorted(found, key=lambda f: f.lineno)), found[1].lineno)
     return found[0]
 
 
-def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, method: str,
+def _named_by(points: Sequence[Point]) -> str:
+    """``, named by the recipe at recipe.yaml:L:C``: where the points that name a scope are written."""
+    places = list(dict.fromkeys(str(p.where) for p in points if p.where is not None))
+    if not places:
+        return ""
+    return ", named by the recipe at " + (", ".join(places[:-1]) + " and " + places[-1] if places[1:] else places[0])
+
+
+def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: Optional[str], method: str,
             nested: Optional[str], points: Sequence[Point]) -> Tuple[str, ast.AST, List[Insertion]]:
-    """The method's new lines, with its qualified name and its node for the compile check."""
-    func = _find(tree, cls, method)
+    """The method's (or function's) new lines, with its qualified name and its node for the compile check."""
+    try:
+        func = _find(tree, cls, method)
+        if nested:
+            func = _nested(func, nested, method if cls is None else f"{cls}.{method}")
+    except _Failed as failed:
+        r = failed.result
+        raise _Failed(r.reason + _named_by(points), r.line, r.col, r.hint) from None
     if nested:
-        func = _nested(func, nested, f"{cls}.{method}")
         method = f"{method}.{nested}"
     scan = scan_method(func, cls, method)
     out = []
@@ -170,16 +215,16 @@ def _method(tree: ast.Module, lines: List[str], settings: Settings, cls: str, me
     if any(i.index == len(lines) for i in out) and lines and not lines[-1].endswith(("\n", "\r")):
         raise _Failed("the file does not end with a newline and the line would go after its last line; "
                       "patchkit only adds whole lines (add a newline at the end of the file)", len(lines))
-    return f"{cls}.{method}", func, out
+    return scan.qualname, func, out
 
 
 def _check_method_compiles(lines: List[str], qualname: str, func: ast.AST, found: Sequence[Insertion]) -> None:
-    """The method with its new lines must compile on its own (under a stand-in class header)."""
+    """The method with its new lines must compile on its own (an indented one under a stand-in class header)."""
     first = _first_line(func)
     shifted = [Insertion(i.index - (first - 1), i.text) for i in found]
     method_text = insert("", shifted, [ln.rstrip("\r\n") + "\n" for ln in lines[first - 1:func.end_lineno]])
     try:
-        compile("class _:\n" + method_text, "<method>", "exec", dont_inherit=True)
+        compile(("class _:\n" if func.col_offset else "") + method_text, "<method>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise _Failed(f"internal error: {qualname} would not compile with the new lines ({exc.msg}); "
                       "nothing was written (please report this with the target file)", exc.lineno) from None
@@ -200,7 +245,7 @@ def _position(site: Site, lines: List[str], scan) -> Tuple[int, str]:
     line = lines[first.lineno - 1]
     indent = _indent(line)
     if len(indent.encode("utf-8")) != first.col_offset:
-        where = "the method" if site.owner is scan.func else f"the block at line {site.owner.lineno}"
+        where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {site.owner.lineno}"
         raise _Failed(f"{where} in {scan.qualname} is written on one line; patchkit only adds whole lines",
                       first.lineno)
     while 0 < i < len(block) and _first_line(block[i]) == block[i - 1].end_lineno:

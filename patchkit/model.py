@@ -89,8 +89,10 @@ class LoopSelector(Record):
 
 
 class Point(Record):
-    cls: str
-    method: str
+    """Where one line goes: in ``cls.method``, or with ``cls`` None in the module-level function ``method``."""
+
+    cls: Optional[str]  # None: a module-level function (the recipe's ``function:``)
+    method: str  # the method's name, or the function's
     at: str
     action: str = "step"
     call: Optional[str] = None
@@ -100,18 +102,24 @@ class Point(Record):
     count: Optional[int] = 1  # None: one or more
     files: Tuple[str, ...] = ()
     where: Optional[Location] = None
-    nested: Optional[str] = None  # a function defined inside the method
+    nested: Optional[str] = None  # a function defined inside the method (or function)
     reason: Optional[str] = None  # for action refuse: what to say
 
     @property
+    def function(self) -> Optional[str]:
+        """The module-level function's name, for a point that names no class."""
+        return self.method if self.cls is None else None
+
+    @property
     def scope(self) -> str:
-        return f"{self.cls}.{self.method}" + (f".{self.nested}" if self.nested else "")
+        head = self.method if self.cls is None else f"{self.cls}.{self.method}"
+        return head + (f".{self.nested}" if self.nested else "")
 
     def describe(self) -> str:
         what = {"after_call": f"after {self.call}", "before_call": f"before {self.call}"}.get(self.at, self.at)
         if self.loop:
             what += " of the loop " + " / ".join(s.describe() for s in self.loop)
-        return f"{self.action} {what} in {self.scope}"
+        return f"{self.action} {what} in {'function ' if self.cls is None else ''}{self.scope}"
 
 
 class Example(Record):
@@ -201,6 +209,7 @@ class CannotApply(Record):
     reason: str
     line: Optional[int] = None
     col: Optional[int] = None
+    hint: str = ""  # what to do, when the engine knows better than "the file has another shape"
 
 
 TransformResult = Union[Applied, AlreadyApplied, CannotApply]

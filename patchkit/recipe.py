@@ -38,7 +38,8 @@ FORMAT_KEYS = {
 REQUIRED = ("id", "description", "target", "points")
 TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags")
 PROFILER_KEYS = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
-POINT_KEYS = ("class", "method", "nested", "at", "action", "call", "loop", "when", "guard", "count", "files", "reason")
+POINT_KEYS = ("class", "method", "function", "nested", "at", "action", "call", "loop", "when", "guard", "count", "files",
+              "reason")
 LOOP_KEYS = ("iter", "target", "calls", "while")
 OPTION_KEYS = ("choices", "default", "help")
 EXAMPLE_KEYS = ("name", "options", "before", "after", "unchanged", "reason")
@@ -406,13 +407,14 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
     out = []
     for i in range(len(pts)):
         here = ("points", i)
-        p = r.mapping(here, POINT_KEYS, ("class", "method", "at"))
-        for key in ("class", "method", "nested"):
+        p = r.mapping(here, POINT_KEYS, ("at",))
+        for key in ("class", "method", "function", "nested"):
             if key not in p:
                 continue
             name = r.string(here + (key,))
             if not is_identifier(name):
                 raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
+        cls, method = _scope(r, here, p)
         at = r.word(here + ("at",), m.POSITIONS)
         action = r.word(here + ("action",), m.ACTIONS) if "action" in p else "step"
         call = None
@@ -459,10 +461,32 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
             for j, f in enumerate(files):
                 _check_relative(r, here + ("files", j), f)
         guard = r.expression(here + ("guard",)) if "guard" in p else None
-        out.append(m.Point(cls=p["class"], method=p["method"], at=at, action=action, call=call, loop=loop,
+        out.append(m.Point(cls=cls, method=method, at=at, action=action, call=call, loop=loop,
                            when=when, guard=guard, count=count, files=files, where=r.where(here),
                            nested=p.get("nested"), reason=reason))
     return tuple(out)
+
+
+def _scope(r: _Reader, here: Tuple[Any, ...], p: Dict[str, Any]) -> Tuple[Optional[str], str]:
+    """``class`` with ``method``, or ``function`` (a module-level def): exactly one of the two."""
+    either = ("name where the line goes: `class: Worker` with `method: execute_model`, "
+              "or `function: train` for a module-level function")
+    if "function" in p:
+        other = next((k for k in ("class", "method") if k in p), None)
+        if other:
+            raise r.fail(here + (other,), "a point names either `function:` or `class:` with `method:`, not both",
+                         "keep only `function:` for a module-level function, or remove `function:` for a method",
+                         key=True)
+        return None, p["function"]
+    if "class" in p and "method" in p:
+        return p["class"], p["method"]
+    if "class" in p:
+        raise r.fail(here + ("class",), "`class:` needs `method:` (the method of that class the point goes in)",
+                     "add `method: NAME`; " + either, key=True)
+    if "method" in p:
+        raise r.fail(here + ("method",), "`method:` needs `class:` (the class that defines the method)",
+                     "add `class: NAME`, or write `function: NAME` for a module-level function", key=True)
+    raise r.fail(here, "a point needs `class:` and `method:`, or `function:`", either)
 
 
 def _loop(r: _Reader, here: Tuple[Any, ...]) -> Tuple[m.LoopSelector, ...]:

@@ -63,9 +63,9 @@ class Stmt(Record):
 
 
 class Scan:
-    """Everything the finders need about one method, gathered in one walk."""
+    """Everything the finders need about one method (or module-level function), gathered in one walk."""
 
-    def __init__(self, func: ast.AST, cls: str, method: str):
+    def __init__(self, func: ast.AST, cls: Optional[str], method: str):
         self.func, self.cls, self.method = func, cls, method
         self.statements: List[Stmt] = []
         self.loops: List[Loop] = []
@@ -76,7 +76,12 @@ class Scan:
 
     @property
     def qualname(self) -> str:
-        return f"{self.cls}.{self.method}"
+        return self.method if self.cls is None else f"{self.cls}.{self.method}"
+
+    @property
+    def kind(self) -> str:
+        """How messages call it: a method, or a (module-level) function."""
+        return "function" if self.cls is None else "method"
 
     @staticmethod
     def at_lines(nodes) -> str:
@@ -118,7 +123,7 @@ def blocks(node: ast.AST):
         yield case.body
 
 
-def scan_method(func: ast.AST, cls: str, method: str) -> Scan:
+def scan_method(func: ast.AST, cls: Optional[str], method: str) -> Scan:
     scan = Scan(func=func, cls=cls, method=method)
     _walk_block(scan, func.body, func, ())
     return scan

@@ -1,4 +1,4 @@
-"""Points on the method itself: its start, its end, and every way out of it."""
+"""Points on the method (or module-level function) itself: its start, its end, and every way out of it."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def method_end(scan: Scan, point: Point) -> List[Site]:
     last = body[-1]
     if isinstance(last, (ast.Return, ast.Raise)):
         raise NotFound(f"{scan.qualname} ends with a {type(last).__name__.lower()} at line {last.lineno}; "
-                       "the end of the method is never reached there (use `at: on_exit` to step on every way out)",
+                       f"the end of the {scan.kind} is never reached there (use `at: on_exit` to step on every way out)",
                        last.lineno)
     return [Site(body, len(body), scan.func)]
 
@@ -33,7 +33,7 @@ def method_end(scan: Scan, point: Point) -> List[Site]:
 @register("on_exit")
 def on_exit(scan: Scan, point: Point) -> List[Decorate]:
     if isinstance(scan.func, ast.AsyncFunctionDef):
-        raise NotFound(f"{scan.qualname} is async; on_exit wraps plain methods only", scan.func.lineno)
+        raise NotFound(f"{scan.qualname} is async; on_exit wraps plain {scan.kind}s only", scan.func.lineno)
     if scan.yields:
         raise NotFound(f"{scan.qualname} is a generator (yield {scan.at_lines(scan.yields)}); "
                        "on_exit would step when the generator is created, not when it finishes",
