@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from patchkit import api
 from patchkit.cli import main
+from patchkit.codegen import header_lines
 from patchkit.engine import strip, transform
 from patchkit.errors import RecipeError
 from patchkit.model import AlreadyApplied, Applied, CannotApply
@@ -97,9 +98,11 @@ POSITIONS = [
 
 @pytest.mark.parametrize("point,name,expected", POSITIONS, ids=[p[0] for p in POSITIONS])
 def test_every_position_works_in_a_module_level_function(tmp_path, point, name, expected):
-    result = transform(SOURCE, settings(tmp_path, f"- {point}\n"))
+    s = settings(tmp_path, f"- {point}\n")
+    result = transform(SOURCE, s)
     assert isinstance(result, Applied), result
-    assert len(result.insertions) == 3 and all("patchkit" in i.text for i in result.insertions)
+    header = header_lines(s)
+    assert len(result.insertions) == len(header) + 1 and all("patchkit" in i.text for i in result.insertions)
     text = result.text
     lines = body_of(text, name)
     if expected[0].startswith("@"):  # the decorator sits right above the def
@@ -142,8 +145,9 @@ def test_on_exit_on_the_first_statement_of_the_file_goes_below_the_header(tmp_pa
     result = transform(src, settings(tmp_path, "- {function: f, at: on_exit}\n"))
     assert isinstance(result, Applied)
     lines = result.text.splitlines()
-    assert lines[0].startswith("import patchkit.runtime") and lines[1].startswith("_patchkit_runtime.configure(")
-    assert lines[2:] == ["@cache", '@_patchkit_runtime.on_exit("t")  # patchkit:t', "def f(x):", "    return x"]
+    header = header_lines(settings(tmp_path, "- {function: f, at: on_exit}\n"))
+    assert lines[:len(header)] == header
+    assert lines[len(header):] == ["@cache", '@_patchkit_runtime.on_exit("t")  # patchkit:t', "def f(x):", "    return x"]
 
 
 class _Runtime:
@@ -193,7 +197,8 @@ def test_guards_in_function_points_see_the_functions_own_names(tmp_path):
     assert "self" not in deco and "lambda model, data, *, dry_run=False:" in deco
     runtime = _Runtime()
     namespace = {"_patchkit_runtime": runtime}
-    code = "\n".join(ln for ln in result.text.splitlines() if not ln.startswith(("import patchkit", "_patchkit_runtime.")))
+    header = set(header_lines(s))
+    code = "\n".join(ln for ln in result.text.splitlines() if ln not in header)
     exec(compile(code, "m.py", "exec"), namespace)
     namespace["train"](["a", "b", "c", "d", "e"], type("Opt", (), {"step": lambda self, b: None})())
     assert runtime.calls == [("step", "t")] * 3  # steps 0, 2 and 4
