@@ -15,7 +15,7 @@ import tokenize
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import marks
+from . import DISTRIBUTION, marks
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
 
 if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) only for commands that change or read state
@@ -89,13 +89,8 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
     recipe = settings.recipe
     installed = locate(recipe.target, root)
     check_version(installed, recipe.target, recipe.id)
-    groups: Dict[Tuple[str, ...], List[Point]] = {}
-    for point in settings.active_points():
-        groups.setdefault(point.files or recipe.target.files, []).append(point)
-    chosen: Dict[str, List[Point]] = {}
     seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
-    for candidates, points in groups.items():
-        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
+    chosen = _chosen(settings, installed, seen)
     result = Plan(settings, installed, [])
     for relpath, points in chosen.items():
         f = _file_plan(settings, installed, relpath, points, seen)
@@ -109,6 +104,34 @@ def plan(settings: Settings, root: Optional[str] = None) -> Plan:
             f = f._replace(work_tree=top, tracked=tracked)
         result.files.append(f)
     return result
+
+
+def _chosen(settings: Settings, installed: Installed, seen: Dict[tuple, FilePlan]) -> Dict[str, List[Point]]:
+    """The file picked among each group of candidates (the first where all its points resolve), with its points."""
+    groups: Dict[Tuple[str, ...], List[Point]] = {}
+    for point in settings.active_points():
+        groups.setdefault(point.files or settings.recipe.target.files, []).append(point)
+    chosen: Dict[str, List[Point]] = {}
+    for candidates, points in groups.items():
+        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
+    return chosen
+
+
+def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[Path]]:
+    """Where the recipe's package is and which of its files :func:`plan` would pick; reads, writes nothing, no git."""
+    installed = locate(settings.recipe.target, root)
+    check_version(installed, settings.recipe.target, settings.recipe.id)
+    return installed, [(installed.root / relpath).resolve() for relpath in _chosen(settings, installed, {})]
+
+
+# patchkit's own import and the imports of its dependencies, with their distributions: a recipe that
+# patches one of them makes every later patchkit command run, and profile, patchkit itself
+OWN_DEPENDENCIES = {"patchkit": DISTRIBUTION, "click": "click", "yaml": "pyyaml", "libcst": "libcst", "git": "gitpython"}
+
+
+def own_dependency(settings: Settings) -> Optional[str]:
+    """The distribution, when the recipe's package is patchkit's own or one of its dependencies."""
+    return OWN_DEPENDENCIES.get(settings.recipe.target.package)
 
 
 def _file_plan(settings: Settings, installed: Installed, relpath: str, points: Sequence[Point],

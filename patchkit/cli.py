@@ -17,6 +17,10 @@ _HERE = str(Path(__file__).resolve().parent)
 
 ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
 
+OVERRIDES_HELP = ("KEY=VALUE: dotted recipe settings, values read as YAML: schedule.wait=2 profiler.level=level1 "
+                  "profiler.contents=[npu,cpu] backend=torch, and the recipe's options: granularity=micro, role=ref. "
+                  "`patchkit show RECIPE` lists a recipe's keys and options.")
+
 
 class _Group(click.Group):
     """Turns a PatchkitError into `path:line:col: message` + a hint, exit 1, no traceback.
@@ -84,6 +88,14 @@ def _complete_applied(ctx, param, incomplete: str):
     return [CompletionItem(rid) for rid in ids if rid.startswith(incomplete)]
 
 
+def overrides_argument(f):
+    """The KEY=VALUE arguments, and a paragraph of the command's --help that says what they are."""
+    import inspect
+
+    f.__doc__ = inspect.cleandoc(f.__doc__ or "") + "\n\n" + OVERRIDES_HELP
+    return click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")(f)
+
+
 def root_option(f):
     return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
 
@@ -119,10 +131,11 @@ def list_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([_recipe_json(s) for s in recipes], indent=2))
         return
-    width = max(len(s.id) for s in recipes)
-    for s in recipes:
-        t = s.recipe.target
-        click.echo(f"{s.id.ljust(width)}  {t.distribution} {t.versions or '(any)'}  {_first_sentence(s.recipe.description)}")
+    rows = [(s.id, f"{s.recipe.target.distribution} {s.recipe.target.versions or '(any)'}",
+             _first_sentence(s.recipe.description)) for s in recipes]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for rid, package, description in rows:
+        click.echo(f"{rid.ljust(widths[0])}  {package.ljust(widths[1])}  {description}")
 
 
 def _first_sentence(text: str) -> str:
@@ -141,21 +154,23 @@ def _recipe_json(s) -> dict:
 
 @main.command()
 @click.argument("recipe", shell_complete=_complete_recipes)
-@click.argument("overrides", nargs=-1)
+@overrides_argument
+@root_option
 @backend_option
-def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
-    """The resolved recipe and the code it inserts."""
+def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str]) -> None:
+    """The resolved recipe, the file it would patch here, and the code it inserts."""
     from . import codegen
+    from .model import SCHEDULE_KEYS
     from .recipe import load
 
     s = load(recipe, overrides, backend)
     r = s.recipe
     out = [f"{r.id}  ({r.path})", "", r.description, "",
            f"target:   {r.target.distribution} {r.target.versions or '(any version)'}, import name {r.target.package}",
-           "files:    " + ", ".join(r.target.files), f"backend:  {r.backend}"]
+           "files:    " + ", ".join(r.target.files), _patches(s, root), f"backend:  {r.backend}"]
     for key, value in s.runtime_settings().items():
         if key != "backend":
-            out.append(f"  {key}: {value}")
+            out.append(f"  {'schedule' if key in SCHEDULE_KEYS else 'profiler'}.{key}: {_as_typed(value)}")
     for o in r.options:
         out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
     out += ["", "inserted at the top of each patched module:"]
@@ -177,7 +192,7 @@ def show(recipe: str, overrides: Sequence[str], backend: Optional[str]) -> None:
 
 @main.command()
 @click.argument("recipe", shell_complete=_complete_recipes)
-@click.argument("overrides", nargs=-1)
+@overrides_argument
 @root_option
 @backend_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="write the patch to this file")
@@ -216,7 +231,7 @@ def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> No
 
 @main.command()
 @click.argument("recipe", shell_complete=_complete_recipes)
-@click.argument("overrides", nargs=-1)
+@overrides_argument
 @root_option
 @backend_option
 @click.option("--allow-dirty", is_flag=True, help="patch files that have uncommitted changes in their git checkout")
@@ -239,8 +254,6 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
     from . import api
 
     s = api.load(recipe, overrides, backend)
-    for note in s.recipe.notes:
-        _say(f"note: {note}")
     outcomes = api.apply(s, root, ledger=_ledger(), allow_dirty=allow_dirty, commit=commit,
                          review=_review if interactive else None)
     for o in outcomes:
@@ -259,9 +272,43 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
         missing = runtime_missing(installed.root)
         if missing:
             _say(f"warning: {missing}")
+    own = api.own_dependency(s)
+    if own:
+        _say(f"warning: {s.recipe.target.package} ({own}) is patchkit's own code or one of its dependencies: "
+             f"every patchkit command now runs the patched lines and profiles patchkit itself; "
+             f"`patchkit revert {s.id}` when done")
     _say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied "
          f"({s.recipe.target.distribution} {installed.version}, from {installed.version_from}); "
          f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
+    for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
+        _say(f"note: {note}")
+
+
+def _as_typed(value) -> str:
+    """A setting as it is written in KEY=VALUE: true, [npu, cpu]."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
+def _patches(s, root: Optional[str]) -> str:
+    """show's line naming the file that diff/apply would change here, or why none is named.
+
+    Finding the package reads no file of it (``find_spec``); only when it is
+    there in a supported version are its candidate files parsed to pick one.
+    """
+    from . import api
+
+    try:
+        installed, paths = api.files_to_patch(s, root)
+    except PatchkitError as exc:
+        where = f"{exc.where}: " if exc.where and exc.where.line is not None else ""
+        return f"patches:  no file shown: {where}{exc.message}" + (f"\n          hint: {exc.hint}" if exc.hint else "")
+    return (f"patches:  {', '.join(map(str, paths))}\n"
+            f"          ({s.recipe.target.distribution} {installed.version or '(version unknown)'}, "
+            f"from {installed.version_from})")
 
 
 def _say_git(outcomes) -> None:

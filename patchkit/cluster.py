@@ -399,8 +399,6 @@ def apply_command(address: str, recipe: str, overrides: Sequence[str], root: Opt
     from . import api
 
     s = api.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
-    for note in s.recipe.notes:
-        _echo(f"note: {note}", err=True)
     results = apply(address, recipe, overrides, backend, root)
     for r in results:
         _echo(_line(r))
@@ -409,6 +407,8 @@ def apply_command(address: str, recipe: str, overrides: Sequence[str], root: Opt
         changed = sum(r.changed for r in results)
         _echo(f"{s.id}: applied on {len(results)} node(s) ({changed} changed); undo with "
               f"`patchkit revert --ray {address} {s.id}`", err=True)
+        for note in s.recipe.notes:  # only after a success, like apply without --ray
+            _echo(f"note: {note}", err=True)
     if any(r.state == "rollback failed" for r in results):
         what = f"apply {s.id} (and putting back the nodes it changed; see `patchkit status --ray {address}`)"
     else:

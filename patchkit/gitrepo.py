@@ -86,6 +86,16 @@ def checkout_of(path) -> Tuple[Optional[Path], bool]:
     return top, bool(_ok(top, "ls-files", "--", _rel(top, path)))
 
 
+def tracked(paths: Iterable[Path]) -> set:
+    """Those of ``paths`` (files of one work tree) that git tracks; an empty set outside a usable repository."""
+    paths = list(paths)
+    top = work_tree(paths[0]) if paths else None
+    if top is None or _repo(top) is None:
+        return set()
+    out = _ok(top, "ls-files", "-z", "--", *(_rel(top, p) for p in paths)) or ""
+    return {top / name for name in out.split("\0") if name}
+
+
 def uncommitted(path, top: Optional[Path] = None) -> str:
     """git's two-letter status of a tracked file (``" M"``, ``"M "``, ...), or ``""`` when it is as committed."""
     top = top or work_tree(path)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Dict, Iterator, Optional
 
 from .errors import LedgerError, Location, LockedError
+from .targets import work_tree
 
 LOCK_TIMEOUT = float(os.environ.get("PATCHKIT_LOCK_TIMEOUT", "60"))
 
@@ -202,11 +203,31 @@ class Ledger:
 
 
 def write_source(path: Path, data: bytes) -> None:
-    """Replace a target file atomically and drop its compiled copies, so no stale .pyc can shadow it."""
+    """Replace a target file atomically and drop its compiled copies, so no stale .pyc can shadow it.
+
+    A compiled copy that git tracks (a checkout that commits its .pyc files)
+    is kept: deleting it would be a change to the checkout.  Python still
+    checks a .pyc against the source's size and time before using it.
+    """
     atomic_write(path, data)
-    for pyc in path.parent.glob(f"__pycache__/{path.stem}.*.pyc"):
+    stale = sorted(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
+    if stale and work_tree(path) is not None:  # os.path only; git only inside a git work tree
+        stale = _untracked(stale)
+    for pyc in stale:
         with contextlib.suppress(OSError):
             pyc.unlink()
+
+
+def _untracked(paths) -> list:
+    """Those of ``paths`` git does not track; none when git cannot tell."""
+    from . import gitrepo
+    from .errors import PatchkitError
+
+    try:
+        tracked = gitrepo.tracked(paths)
+    except PatchkitError:
+        return []
+    return [p for p in paths if p not in tracked]
 
 
 def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:

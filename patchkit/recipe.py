@@ -135,7 +135,7 @@ class _Reader:
         value = self.get(here)
         if not isinstance(value, str) or value not in allowed:
             raise self.fail(here, f"{_name(here)} must be one of {', '.join(allowed)}; got {value!r}",
-                            f"pick one of: {', '.join(allowed)}")
+                            _did_you_mean(value, allowed) + f"pick one of: {', '.join(allowed)}")
         return value
 
     def strings(self, here: Tuple[Any, ...], allowed: Optional[Sequence[str]] = None, nonempty: bool = True) -> List[str]:
@@ -236,6 +236,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
         raise RecipeError(f"a recipe must be a YAML mapping, not {_kind(data)}", Location(path, 1, 1),
                           "start the file with `id: <name>`; see the recipe format in README.md")
     options_data = data.get("options")
+    original = data
     data, overridden, chosen = apply_overrides(data, overrides, options_data)
     r = _Reader(data, marks, path, overridden)
     r.mapping((), FORMAT_KEYS, REQUIRED)
@@ -265,7 +266,9 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
         value = chosen.get(option.name, option.default)
         if value not in option.choices:
             raise OverrideError(f"{option.name}={value}: not one of {', '.join(option.choices)}",
-                                Location("<command line>"), f"use {option.name}=" + "|".join(option.choices))
+                                Location("<command line>"),
+                                _did_you_mean(value, option.choices, option.name + "=")
+                                + f"use {option.name}=" + "|".join(option.choices))
         choices.append((option.name, value))
 
     recipe = m.Recipe(id=rid, description=description.strip(), target=target, backend=backend,
@@ -277,10 +280,34 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
                           "give at least one point a `when:` that matches, or none at all")
     from .backends import validate as backend_problems  # backend-specific checks (no torch import)
 
-    for problem in backend_problems(settings.runtime_settings()):
+    runtime = settings.runtime_settings()
+    for problem in backend_problems(runtime):
+        blamed = _blamed_overrides(problem, runtime, original, overridden, rid)
+        if blamed:
+            raise OverrideError(f"{' '.join(blamed)}: {problem}", Location("<command line>"),
+                                "change the value on the command line, or leave it out to keep the recipe's")
         raise r.fail(("profiler",) if "profiler" in data else (), problem,
                      "change the value in the recipe or override it, e.g. profiler.save_path=./outputs/x")
     return settings
+
+
+def _blamed_overrides(problem: str, runtime: Dict[str, Any], original: Mapping[str, Any],
+                      overridden: Mapping[Tuple[Any, ...], str], rid: str) -> List[str]:
+    """The overrides (as typed) without which the backend would not report ``problem``."""
+    from .backends import DEFAULTS
+    from .backends import validate as backend_problems
+
+    blamed = []
+    for parts, text in overridden.items():
+        name = parts[-1]
+        if name not in runtime:
+            continue
+        section = original.get(parts[0]) if len(parts) == 2 else original
+        default = f"./outputs/patchkit/{rid}" if name == "save_path" else DEFAULTS[name]
+        own = section.get(name, default) if isinstance(section, dict) else default
+        if problem not in backend_problems(dict(runtime, **{name: own})):
+            blamed.append(text)
+    return blamed
 
 
 def _target(r: _Reader) -> m.Target:
@@ -623,8 +650,10 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
             section[parts[1]] = value
             data[parts[0]] = section
         else:
+            close = _close_keys(key, valid)
+            guess = f"did you mean {' or '.join(f'{k}={raw.strip()}' for k in close)}? " if close else ""
             raise OverrideError(f"unknown override key {key!r}", Location("<command line>"),
-                                "valid keys: " + ", ".join(valid))
+                                guess + "valid keys: " + ", ".join(valid))
         overridden[parts] = text
     return data, overridden, chosen
 
@@ -632,3 +661,27 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
 def _valid_override_keys(option_names: Sequence[str]) -> List[str]:
     return (["backend"] + [f"profiler.{k}" for k in PROFILER_KEYS] + [f"schedule.{k}" for k in m.SCHEDULE_KEYS]
             + list(option_names))
+
+
+def _close_keys(key: str, valid: Sequence[str]) -> List[str]:
+    """Valid keys a mistyped one may have meant: same last part (``wait`` -> ``schedule.wait``), or spelt alike."""
+    from difflib import get_close_matches
+
+    last = key.rsplit(".", 1)[-1]
+    tails: Dict[str, List[str]] = {}
+    for k in valid:
+        tails.setdefault(k.rsplit(".", 1)[-1], []).append(k)
+    found = list(tails.get(last, ()))
+    if not found:
+        found += get_close_matches(key, valid, n=1)
+        for tail in get_close_matches(last, list(tails), n=1, cutoff=0.75):
+            found += tails[tail]
+    return list(dict.fromkeys(found))[:3]
+
+
+def _did_you_mean(value: Any, allowed: Sequence[str], prefix: str = "") -> str:
+    """``"did you mean level1? "`` for a word spelt close to an allowed one, else ``""``."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(value, allowed, n=1, cutoff=0.75) if isinstance(value, str) else []
+    return f"did you mean {prefix}{close[0]}? " if close else ""

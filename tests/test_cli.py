@@ -227,3 +227,134 @@ def test_end_to_end_diff_applies_with_git_and_patch_like_apply_does(tree, tmp_pa
     assert cli("revert", "--all", env=env).returncode == 0
     bad = cli("validate", str(patch_file), env=env)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------ what a new user trips on
+
+import os  # noqa: E402
+
+import realwheels  # noqa: E402
+
+
+def _real_copy(tmp_path, dist, version):
+    dest = tmp_path / f"{dist}-{version}"
+    shutil.copytree(realwheels.release_root(dist, version), dest)
+    return dest
+
+
+def test_a_failing_command_prints_its_error_first_and_no_notes(tmp_path):
+    """verl 0.9.1 is outside verl-fsdp-update's range: the error comes first, the recipe's notes not at all."""
+    root = _real_copy(tmp_path, "verl", "0.9.1")
+    before = snapshot(root)
+    for args in (["apply", "verl-fsdp-update", "--root", str(root)],
+                 ["diff", "verl-fsdp-update", "--root", str(root)],
+                 ["show", "verl-fsdp-update", "schedule.active=0"]):
+        result = run(*args, ok=False)
+        assert result.exit_code == 1, args
+        assert result.stderr.startswith("error: "), (args, result.stderr)
+        assert "note:" not in result.output, args
+    assert snapshot(root) == before
+
+
+def test_apply_prints_the_notes_after_its_outcome_in_a_real_process(tmp_path, patchkit_home):
+    root = _real_copy(tmp_path, "verl", "0.4.1")
+    env = dict(os.environ, PATCHKIT_HOME=str(patchkit_home))
+    failed = cli("apply", "verl-fsdp-update", "--root", str(_real_copy(tmp_path, "verl", "0.8.0")), env=env)
+    assert failed.returncode == 1 and failed.stderr.startswith("error: ") and "note:" not in failed.stderr
+    done = cli("apply", "verl-fsdp-update", "--root", str(root), env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    notes = [i for i, line in enumerate(lines) if line.startswith("note: ")]
+    summary = next(i for i, line in enumerate(lines) if line.startswith("verl-fsdp-update: 1 file(s) patched"))
+    assert lines[0].startswith("patched: ") and notes and min(notes) > summary
+
+
+def test_show_names_the_file_the_plan_picks_in_each_release():
+    for version, picked in (("0.9.1", "worker_v1.py"), ("0.11.0", "worker_v1.py"), ("0.13.0", "worker.py")):
+        root = realwheels.release_root("vllm-ascend", version)
+        out = run("show", "vllm-ascend-decode", "--root", str(root)).output
+        line = next(ln for ln in out.splitlines() if ln.startswith("patches:"))
+        assert line == f"patches:  {(root / 'vllm_ascend' / 'worker' / picked).resolve()}", version
+        assert f"(vllm-ascend {version}, from vllm-ascend metadata in {root.resolve()})" in out
+    both = realwheels.release_root("vllm-ascend", "0.9.1")  # ships worker.py too: the V0 worker, not picked
+    assert (both / "vllm_ascend/worker/worker.py").is_file()
+
+
+def test_show_says_why_no_file_is_shown(tmp_path):
+    refused = run("show", "verl-fsdp-update", "--root", str(realwheels.release_root("verl", "0.9.1"))).output
+    assert "patches:  no file shown: verl 0.9.1 is installed" in refused and "hint: use verl-engine-update" in refused
+    assert "schedule.wait: 0" in refused  # the rest of show is still there
+    missing = run("show", "verl-fsdp-update", "--root", str(tmp_path)).output
+    assert f"patches:  no file shown: no package verl under {tmp_path.resolve()}" in missing
+    here = run("show", "sglang-forward").output
+    assert "patches:  no file shown: sglang is not installed in this environment" in here
+
+
+def test_show_looks_in_this_environment_and_parses_nothing_when_the_package_is_missing(monkeypatch):
+    import patchkit
+
+    with monkeypatch.context() as blocked:  # any import of the engine or libcst now fails
+        blocked.setitem(sys.modules, "libcst", None)
+        blocked.setitem(sys.modules, "patchkit.engine", None)
+        blocked.delattr(patchkit, "engine", raising=False)
+        assert run("diff", "vllm-ascend-decode", "--root", str(realwheels.release_root("vllm-ascend", "0.23.0")),
+                   ok=False).exit_code != 0  # the block works
+        out = run("show", "vllm-ascend-decode").output
+        assert "patches:  no file shown: vllm_ascend is not installed in this environment" in out
+    root = realwheels.release_root("sglang", "0.5.23")
+    monkeypatch.syspath_prepend(str(root))
+    out = run("show", "sglang-forward").output
+    assert f"patches:  {(root / 'sglang/srt/model_executor/model_runner.py').resolve()}" in out
+
+
+def test_list_aligns_every_column():
+    lines = run("list").output.splitlines()
+    recipes = json.loads(run("list", "--json").output)
+    assert len(lines) == len(recipes) > 2
+    assert len({len(f"{r['distribution']} {r['versions']}") for r in recipes}) > 1  # ranges of several widths
+    second, third = set(), set()
+    for line, r in zip(lines, recipes):
+        package = f"{r['distribution']} {r['versions']}"
+        assert line.startswith(r["id"] + "  ")
+        start = line.index(package, len(r["id"]))
+        second.add(start)
+        rest = line[start + len(package):]
+        third.add(start + len(package) + len(rest) - len(rest.lstrip(" ")))
+        assert len(rest) - len(rest.lstrip(" ")) >= 2
+    assert len(second) == 1 and len(third) == 1, lines
+
+
+@pytest.mark.parametrize("command", ["show", "diff", "apply"])
+def test_every_command_taking_overrides_says_what_they_are(command):
+    out = run(command, "--help").output
+    assert f"Usage: main {command} [OPTIONS] RECIPE [KEY=VALUE]..." in out
+    text = " ".join(out.split())
+    assert "KEY=VALUE: dotted recipe settings, values read as YAML: schedule.wait=2 profiler.level=level1" in text
+    assert "granularity=micro" in text and "`patchkit show RECIPE` lists a recipe's keys and options" in text
+
+
+def test_show_lists_the_keys_as_they_are_typed():
+    out = run("show", "verl-fsdp-update", "profiler.contents=[npu]", "schedule.wait=3").output
+    lines = out.splitlines()
+    for line in ("  profiler.contents: [npu]", "  schedule.wait: 3", "  profiler.analysis: true"):
+        assert line in lines
+    assert any(ln.startswith("option granularity = mini  (choices: mini, micro)") for ln in lines)
+
+
+@pytest.mark.parametrize("package,distribution", [("click", "click"), ("yaml", "pyyaml"), ("libcst", "libcst"),
+                                                  ("git", "gitpython"), ("patchkit", "patchkit-profiler")])
+def test_apply_warns_when_the_target_is_patchkits_own_dependency(tmp_path, package, distribution):
+    root = tmp_path / "site"
+    (root / package).mkdir(parents=True)
+    (root / package / "core.py").write_text("class Command:\n    def main(self):\n        return 1\n")
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(f"id: probe\ndescription: d\ntarget: {{package: {package}, files: [{package}/core.py]}}\n"
+                      "backend: torch\npoints: [{class: Command, method: main, at: method_start}]\n")
+    result = run("apply", str(recipe), "--root", str(root))
+    warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 1 and f"{package} ({distribution})" in warnings[0] and "profiles patchkit itself" in warnings[0]
+    assert b"patchkit" in (root / package / "core.py").read_bytes()  # a warning, not a refusal
+
+
+def test_apply_to_a_training_package_gives_no_such_warning(tree):
+    assert "own code or one of its dependencies" not in run("apply", "verl-fsdp-update", "--root", str(tree("verl-0.6"))).stderr

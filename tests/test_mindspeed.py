@@ -486,7 +486,7 @@ def test_recipe_on_release_checkout(tmp_path, release, case):
 def test_recipes_write_traces_outside_mindspeeds_profiler_data():
     for rid in RECIPES:
         out = cli("show", rid).output
-        paths = re.findall(r"^\s*save_path:\s*(\S+)\s*$", out, flags=re.M)
+        paths = re.findall(r"^\s*(?:profiler\.)?save_path:\s*(\S+)\s*$", out, flags=re.M)
         assert paths, out
         for p in paths:
             norm = os.path.normpath(p)

@@ -180,3 +180,60 @@ def test_an_option_named_by_a_number_is_a_clean_error_even_with_overrides(tmp_pa
     for overrides in ([], ["granularity=npu"], ["role=ref"]):
         err = error_of(tmp_path, text, overrides)
         assert "option name 0 is not a valid name" in err.message or "unknown override key" in err.message
+
+
+# ---------------------------------------------------------------- what a new user trips on
+
+@pytest.mark.parametrize("override,meant", [
+    ("wait=1", "schedule.wait=1"),             # the last part of a dotted key
+    ("level=level1", "profiler.level=level1"),
+    ("activ=3", "schedule.active=3"),          # the last part, misspelt
+    ("schedule.activ=3", "schedule.active=3"),  # the whole key, misspelt
+    ("profiler.wait=2", "schedule.wait=2"),    # the right key in the wrong section
+    ("rol=ref", "role=ref"),                   # an option's name
+])
+def test_a_mistyped_override_key_says_which_key_was_meant(tmp_path, override, meant):
+    result = CliRunner().invoke(main, ["show", str(write(tmp_path, GOOD)), override])
+    assert result.exit_code == 1
+    assert f"<command line>: unknown override key {override.partition('=')[0]!r}" in result.stderr
+    assert f"hint: did you mean {meant}? valid keys: " in result.stderr
+
+
+def test_a_key_like_no_other_gets_no_guess(tmp_path):
+    err = error_of(tmp_path, GOOD, ["colour=blue"])
+    assert "did you mean" not in err.hint and err.hint.startswith("valid keys: backend, ")
+
+
+@pytest.mark.parametrize("override,meant", [("profiler.level=levl1", "did you mean level1?"),
+                                            ("role=rf", "did you mean role=ref?")])
+def test_a_mistyped_word_says_which_word_was_meant(tmp_path, override, meant):
+    err = error_of(tmp_path, GOOD, [override])
+    assert isinstance(err, OverrideError) and err.hint.startswith(meant)
+
+
+NPU_SAFE = GOOD.replace("backend: torch\n", "backend: torch\nprofiler: {save_path: ./out%dir}\n")
+
+
+@pytest.mark.parametrize("recipe,overrides,typed", [
+    (GOOD.replace("backend: torch", "backend: npu"), ["profiler.save_path=./a%b"], "profiler.save_path=./a%b"),
+    (NPU_SAFE, ["backend=npu"], "backend=npu"),  # the recipe's path is fine for torch, not for torch_npu
+    (GOOD, ["schedule.wait=2", "profiler.contents=[memory]", "backend=npu"], "profiler.contents=[memory] backend=npu"),
+])
+def test_a_value_the_backend_refuses_is_blamed_on_the_override_as_typed(tmp_path, recipe, overrides, typed):
+    err = error_of(tmp_path, recipe, overrides)
+    assert isinstance(err, OverrideError)
+    assert str(err.where) == "<command line>" and err.message.startswith(f"{typed}: profiler.")
+    assert "command line" in err.hint
+
+
+def test_a_value_the_backend_refuses_in_the_recipe_itself_is_still_blamed_on_the_recipe(tmp_path):
+    text = NPU_SAFE.replace("backend: torch\n", "backend: npu\n")
+    err = error_of(tmp_path, text, ["schedule.wait=2"])
+    assert not isinstance(err, OverrideError) and str(err.where).startswith(str(tmp_path / "bad.yaml") + ":")
+
+
+def test_a_bad_override_of_a_built_in_recipe_names_the_command_line_not_the_recipe():
+    result = CliRunner().invoke(main, ["diff", "verl-fsdp-update", "profiler.save_path=./traces 1"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: <command line>: profiler.save_path=./traces 1: profiler.save_path")
+    assert "verl-fsdp-update.yaml" not in result.stderr

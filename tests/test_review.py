@@ -451,3 +451,24 @@ def test_revert_keeps_a_branch_you_committed_on(tmp_path):
     out = run("revert", "--all")
     assert f"kept branch {BRANCH}" in out.stderr
     assert git(top, "log", "-1", "--format=%s", BRANCH).strip() == "notes from the profiling run"
+
+
+def test_apply_keeps_the_compiled_copies_git_tracks_and_drops_the_others(tmp_path):
+    """A checkout that commits its .pyc files keeps them; an untracked stale one is still dropped."""
+    top = tmp_path / "verl"
+    shutil.copytree(FIXTURES / "verl-0.6", top)
+    cache = top / "verl/workers/actor/__pycache__"
+    cache.mkdir()
+    committed = cache / "dp_actor.cpython-311.pyc"
+    committed.write_bytes(b"committed on purpose")
+    git(top, "init", "-q")
+    git(top, "add", "-A")
+    git(top, "add", "-f", str(committed.relative_to(top)))
+    git(top, "commit", "-q", "-m", "the checkout, .pyc included")
+    stale = cache / "dp_actor.cpython-312.pyc"
+    stale.write_bytes(b"stale")
+    run("apply", "verl-fsdp-update", "--root", top)
+    assert committed.read_bytes() == b"committed on purpose" and not stale.exists()
+    assert git(top, "status", "--porcelain") == f" M {DP}\n"
+    run("revert", "--all")
+    assert clean(top) and committed.read_bytes() == b"committed on purpose"
