@@ -297,6 +297,8 @@ def _review(files) -> bool:
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
 def revert(recipes, everything, force, root, ray_address=None) -> None:
     """Restore the original files."""
+    if not recipes and not everything:
+        raise click.UsageError("say which recipes to revert, or --all")
     if ray_address:
         from . import cluster
 
