@@ -478,7 +478,7 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     new = text
     for rid in gone:
         new = marks.strip(new, rid)
-    leftover = _leftover(new, gone, everything)
+    leftover = marks.leftover(text, gone, everything)
     if leftover and not force:
         raise LedgerError(f"line {leftover[0]} still refers to patchkit after its marked lines are taken out "
                           f"(edited by hand?): {leftover[1].strip()[:80]}", Location(str(path), leftover[0]),
@@ -488,14 +488,6 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     if backup is None and everything:
         state += " (backup missing: marked lines taken out)"
     return FileOutcome(path, rec.relpath, state, label), (path, data, new.encode(encoding))
-
-
-def _leftover(text: str, gone: set, everything: bool):
-    """The first line that still mentions a reverted recipe (or the runtime, when none is left)."""
-    for number, line in enumerate(marks.split_lines(text), 1):
-        if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line):
-            return number, line
-    return None
 
 
 class FileStatus(Record):

@@ -7,7 +7,7 @@ small and cheap to import (``status`` and ``revert`` use it without the engine).
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from typing import Collection, List, Optional, Sequence, Tuple
 
 _OTHER_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines breaks there, Python source does not
 
@@ -54,4 +54,15 @@ def applied_ids(text: str) -> List[str]:
             ids.append(found.group(1))
     return ids
 
+
+def leftover(text: str, gone: Collection[str], everything: bool) -> Optional[Tuple[int, str]]:
+    """The first line, numbered as in ``text`` (the file on disk), that still mentions a recipe in ``gone``
+    once their marked lines are out (or mentions the runtime unmarked, when ``everything``: no recipe is left)."""
+    for number, line in enumerate(split_lines(text), 1):
+        if any(is_own_line(line, rid) for rid in gone):
+            continue  # taken out
+        if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line
+                                                               and not is_own_line(line)):
+            return number, line
+    return None
 

@@ -245,6 +245,24 @@ def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
     assert snapshot(root) == before
 
 
+def test_revert_names_the_edited_line_by_its_number_in_the_file_on_disk(tree):
+    """The line a refused revert points at is counted in the file as it is, patchkit's header lines included."""
+    from patchkit.errors import LedgerError
+
+    root = tree("verl-0.6")
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    lines = (root / DP).read_text().splitlines(keepends=True)
+    number = next(n for n, ln in enumerate(lines, 1) if '_patchkit_runtime.step("verl-fsdp-update")' in ln)
+    lines[number - 1] = lines[number - 1].replace("  # patchkit:verl-fsdp-update", "  # patchkit:verl-fsdp-update (moved)")
+    (root / DP).write_text("".join(lines))
+    assert sum("# patchkit:" in ln for ln in lines[: number - 1]) >= 2  # the header lines come before it
+    with pytest.raises(LedgerError) as info:
+        api.revert(["verl-fsdp-update"])
+    assert info.value.where.line == number, info.value.render()
+    assert f"line {number} still refers to patchkit" in info.value.message
+    assert info.value.render().startswith(f"{root / DP}:{number}: ")
+
+
 def _backups(home) -> set:
     folder = home / "backups"
     return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
