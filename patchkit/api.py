@@ -8,14 +8,13 @@ user can fix.
 from __future__ import annotations
 
 import ast
-import io
 import os
 import time
-import tokenize
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import DISTRIBUTION, marks
+from .marks import decode  # noqa: F401  (re-exported)
 from .errors import AnchorError, LedgerError, Location, PatchkitError, RecipeError, TargetError
 
 if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) only for commands that change or read state
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) only for commands that
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings, TransformResult
 from .recipe import all_recipes, builtin_dir, builtin_ids, load, load_recipe, recipe_path  # noqa: F401
 from .record import Record
+from .state import FileStatus, status  # noqa: F401  (re-exported)
 from .targets import Installed, check_version, locate, work_tree
 
 
@@ -73,15 +73,6 @@ class Plan(Record):
         """The folders to run `git apply` or `patch -p1` in: the git checkouts tracking the files, else the root."""
         bases = [f.work_tree if f.tracked and f.work_tree else self.installed.root for f in self.files if f.changes]
         return sorted(set(bases))
-
-
-def decode(data: bytes, path: Path) -> Tuple[str, str]:
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding), encoding
-    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
-        raise TargetError(f"cannot decode the file: {exc}", Location(str(path)),
-                          "the target must be a Python source file in its declared encoding") from None
 
 
 def plan(settings: Settings, root: Optional[str] = None) -> Plan:
@@ -412,7 +403,13 @@ def _check_writable(path: Path) -> None:
 
 def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optional[str] = None,
            ledger: Optional[Ledger] = None, force: bool = False) -> List[FileOutcome]:
-    """Take recipes out again: exact original bytes where the file is as patchkit left it."""
+    """Take recipes out again: exact original bytes where the file is as patchkit left it.
+
+    Patchkit lines no record explains (applied under another ``PATCHKIT_HOME``)
+    in the built-in recipes' files, under ``root`` (default ``$PATCHKIT_ROOT``)
+    or in this environment, are taken out too: there is no backup, so their
+    marked lines are removed from the file.
+    """
     ids = set(recipe_ids)
     if not ids and not everything:
         raise PatchkitError("say which recipes to revert, or --all", hint="patchkit revert RECIPE... or patchkit revert --all")
@@ -443,13 +440,54 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
                 rec.recipes.pop(rid, None)
             if not rec.recipes:
                 led.files.pop(key)
+        outcomes += _revert_unrecorded(led, ids, everything, root, force, writes, before)
         if ids and not outcomes:
             raise LedgerError(f"nothing to revert: {', '.join(sorted(ids))} is not applied"
                               + (f" under {root}" if root else ""), hint="see `patchkit status`")
-        if before:
+        if before or writes:
             led.commit(writes, before)
         if commits:
             outcomes = _drop_commits(list(commits.values()), outcomes)
+    return outcomes
+
+
+def _revert_unrecorded(led: Ledger, ids: set, everything: bool, root: Optional[str], force: bool,
+                       writes: list, before: dict) -> List[FileOutcome]:
+    """Take out the patchkit lines no record explains, from the bytes the records' part of the revert leaves.
+
+    Adds to (or changes) ``writes``; a record that stays on the file gets its new patched hash.
+    """
+    from . import unrecorded
+    from .ledger import sha256
+
+    planned = {str(path): i for i, (path, _old, _new) in enumerate(writes)}
+    explained = {key: tuple(rec.recipes) for key, rec in led.files.items()}
+
+    def current(path: Path) -> Optional[bytes]:  # what the records' part is about to write there, if anything
+        return writes[planned[str(path)]][2] if str(path) in planned else None
+
+    outcomes = []
+    for f in unrecorded.find(explained, root, current):
+        gone = f.recipes if everything else tuple(rid for rid in f.recipes if rid in ids)
+        if not gone:
+            continue
+        key = str(f.path)
+        rec = led.files.get(key)
+        state, new = unrecorded.take_out(f, gone, rec is None and set(gone) == set(f.recipes), force)
+        _check_writable(f.path)
+        if key in planned:
+            writes[planned[key]] = (writes[planned[key]][0], writes[planned[key]][1], new)
+        else:
+            planned[key] = len(writes)
+            writes.append((f.path, f.data, new))
+        if rec is not None:  # a recipe this ledger records stays in the file
+            before.setdefault(key, rec.to_json())
+            rec.patched_sha256 = sha256(new)
+        top = work_tree(f.path)  # without a record there is no apply --commit branch to take out: say so
+        branches = " or ".join(f"patchkit/{rid}" for rid in gone)
+        note = (f"in the git work tree {top}: only the file's content is put back; a branch {branches} that "
+                "`apply --commit` made under another PATCHKIT_HOME stays (git branch -D it)") if top is not None else ""
+        outcomes.append(FileOutcome(f.path, f.relpath, state, ",".join(gone), note))
     return outcomes
 
 
@@ -501,7 +539,7 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     new = text
     for rid in gone:
         new = marks.strip(new, rid)
-    leftover = _leftover(new, gone, everything)
+    leftover = marks.leftover(text, gone, everything)
     if leftover and not force:
         raise LedgerError(f"line {leftover[0]} still refers to patchkit after its marked lines are taken out "
                           f"(edited by hand?): {leftover[1].strip()[:80]}", Location(str(path), leftover[0]),
@@ -511,51 +549,6 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     if backup is None and everything:
         state += " (backup missing: marked lines taken out)"
     return FileOutcome(path, rec.relpath, state, label), (path, data, new.encode(encoding))
-
-
-def _leftover(text: str, gone: set, everything: bool):
-    """The first line that still mentions a reverted recipe (or the runtime, when none is left)."""
-    for number, line in enumerate(marks.split_lines(text), 1):
-        if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line):
-            return number, line
-    return None
-
-
-class FileStatus(Record):
-    record: FileRecord
-    state: str  # applied, edited since apply, replaced (reinstalled?), reverted outside patchkit, missing
-    backup_ok: bool = True
-
-
-def status(ledger: Optional[Ledger] = None) -> List[FileStatus]:
-    from .ledger import Ledger
-
-    with (ledger or Ledger()).locked() as led:  # the lock also finishes recovering from a crashed run
-        return _status(led)
-
-
-def _status(led: Ledger) -> List[FileStatus]:
-    from .ledger import sha256
-
-    out = []
-    for _key, rec in sorted(led.files.items()):
-        path = Path(rec.path)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            out.append(FileStatus(rec, "missing"))
-            continue
-        digest = sha256(data)
-        if digest == rec.patched_sha256:
-            state = "applied"
-        elif digest == rec.original_sha256:
-            state = "reverted outside patchkit"
-        elif any(rid in marks.applied_ids(data.decode("utf-8", "replace")) for rid in rec.recipes):
-            state = "edited since apply"
-        else:
-            state = "replaced (reinstalled?)"
-        out.append(FileStatus(rec, state, led.read_backup(rec.original_sha256) is not None))
-    return out
 
 
 # ---------------------------------------------------------------- recipe examples

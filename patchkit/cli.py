@@ -349,7 +349,14 @@ def _review(files) -> bool:
 @root_option
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
 def revert(recipes, everything, force, root, ray_address=None) -> None:
-    """Restore the original files."""
+    """Restore the original files.
+
+    Patchkit lines that no record of this PATCHKIT_HOME explains (applied under
+    another one) in the built-in recipes' files are taken out too, without a
+    backup: every line patchkit inserts is marked and patchkit only inserts.
+    """
+    if not recipes and not everything:
+        raise click.UsageError("say which recipes to revert, or --all")
     if ray_address:
         from . import cluster
 
@@ -365,44 +372,41 @@ def revert(recipes, everything, force, root, ray_address=None) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@root_option
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
-def status(as_json: bool, ray_address=None) -> None:
-    """What is applied where, and whether anything drifted since."""
+def status(as_json: bool, root=None, ray_address=None) -> None:
+    """What is applied where, and whether anything drifted since.
+
+    Also lists the built-in recipes' files (under --root, or in this
+    environment) holding patchkit lines that no record explains: applied
+    under another PATCHKIT_HOME.  `revert` takes those out without a backup.
+    """
     if ray_address:
         from . import cluster
 
-        return cluster.status_command(ray_address, as_json)
+        return cluster.status_command(ray_address, as_json, root)
     from . import api
     from .ledger import home
 
-    rows = api.status(ledger=_ledger())
+    rows = api.status(ledger=_ledger(), root=root)
     if as_json:
-        click.echo(json.dumps({"home": str(home()), "files": [{
-            "path": st.record.path, "relpath": st.record.relpath, "root": st.record.root, "state": st.state,
-            "backup": "ok" if st.backup_ok else "missing or corrupted",
-            "distribution": st.record.distribution, "version": st.record.version,
-            "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend,
-                              "git": _git_json(a.git)}
-                        for rid, a in sorted(st.record.recipes.items())},
-        } for st in rows]}, indent=2))
+        click.echo(json.dumps({"home": str(home()), "files": [st.to_json() for st in rows]}, indent=2))
         return
     if not rows:
         click.echo("nothing applied")
         return
     for st in rows:
+        if st.record is None:
+            f = st.found
+            click.echo(f"{st.state:10s}  {', '.join(f.recipes)}  {f.path}  ({f.distribution} {f.version or '?'})  "
+                       f"[no record under {home()}: revert takes the marked lines out, without a backup]")
+            continue
         recipes = ", ".join(sorted(st.record.recipes))
         warn = "" if st.backup_ok else "  [backup missing or corrupted: revert takes the marked lines out]"
         click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version}){warn}")
         for rid, a in sorted(st.record.recipes.items()):
             if a.git:
                 click.echo(f"{'':10s}  {rid}: committed {a.git['commit'][:10]} on {a.git['branch']} in {a.git['work_tree']}")
-
-
-def _git_json(info):
-    """apply --commit's record for status --json: null, or the branch and commits."""
-    if not info:
-        return None
-    return {k: info.get(k) for k in ("work_tree", "branch", "commit", "previous", "previous_commit")}
 
 
 @main.command()

@@ -115,7 +115,7 @@ def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], 
     s = api.load(recipe, overrides, backend)
     result.recipe = s.id
     for st in api.status(ledger=led):  # the recipe's settings before this apply, to go back to if another node fails
-        applied = st.record.recipes.get(s.id)
+        applied = st.record.recipes.get(s.id) if st.record is not None else None
         if applied is not None:
             result.previous[st.record.path] = {"overrides": list(applied.overrides), "recipe_path": applied.recipe_path}
     outcomes = api.apply(s, root, ledger=led)
@@ -155,7 +155,7 @@ def _node_revert(result: NodeResult, led, recipes: Sequence[str], everything: bo
     result.recipe = "all" if everything else ",".join(recipes)
     if not everything:
         base = str(Path(root).expanduser().resolve()).rstrip(os.sep) + os.sep if root else ""
-        present = {rid for st in api.status(ledger=led) if st.record.path.startswith(base) for rid in st.record.recipes}
+        present = {rid for st in api.status(ledger=led, root=root) if st.path.startswith(base) for rid in st.recipes}
         if not present & set(recipes):
             result.state, result.message = "nothing to revert", "not applied on this node" + (f" under {root}" if root else "")
             return
@@ -174,17 +174,11 @@ def _files(outcomes, state: str, name: str) -> str:
     return ", ".join(parts)
 
 
-def _node_status(result: NodeResult, led) -> None:
+def _node_status(result: NodeResult, led, root: Optional[str] = None) -> None:
     from . import api
 
-    rows = api.status(ledger=led)
-    result.files = [{
-        "path": st.record.path, "relpath": st.record.relpath, "root": st.record.root, "state": st.state,
-        "backup": "ok" if getattr(st, "backup_ok", True) else "missing or corrupted",
-        "distribution": st.record.distribution, "version": st.record.version,
-        "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend}
-                    for rid, a in sorted(st.record.recipes.items())},
-    } for st in rows]
+    rows = api.status(ledger=led, root=root)
+    result.files = [st.to_json() for st in rows]
     result.recipe = ",".join(sorted({rid for f in result.files for rid in f["recipes"]}))
     states = sorted({f["state"] for f in result.files})
     result.state = ", ".join(states) if states else "nothing applied"
@@ -365,10 +359,12 @@ def revert(address: str, recipes: Sequence[str] = (), everything: bool = False,
         return _run(ray, "revert", alive_nodes(ray), label, lambda n: kwargs)
 
 
-def status(address: str) -> List[NodeResult]:
-    """``api.status`` on every node: each node's records under its own PATCHKIT_HOME (``.files``)."""
+def status(address: str, root: Optional[str] = None) -> List[NodeResult]:
+    """``api.status`` on every node: each node's records under its own PATCHKIT_HOME (``.files``), and the
+    patchkit lines no record of it explains under ``root`` (default: the node's PATCHKIT_ROOT or environment)."""
+    kwargs = {"root": _root_arg(root)}
     with connect(address) as ray:
-        return _run(ray, "status", alive_nodes(ray), "", lambda n: {})
+        return _run(ray, "status", alive_nodes(ray), "", lambda n: kwargs)
 
 
 # ---------------------------------------------------------------- the command line's --ray
@@ -470,10 +466,10 @@ def revert_command(address: str, recipes: Sequence[str], everything: bool, root:
     _fail_if_any(results, "revert")
 
 
-def status_command(address: str, as_json: bool) -> None:
+def status_command(address: str, as_json: bool, root: Optional[str] = None) -> None:
     import json
 
-    results = status(address)
+    results = status(address, root)
     if as_json:
         _echo(json.dumps({"nodes": [{"node_id": r.node_id, "ip": r.ip, "ok": r.ok, "home": r.home,
                                      "state": r.state, "message": r.message, "files": r.files}
@@ -483,7 +479,8 @@ def status_command(address: str, as_json: bool) -> None:
             if not r.ok or not r.files:
                 _echo(_line(r))
             for f in r.files:
-                warn = "" if f["backup"] == "ok" else "  [backup missing or corrupted]"
+                warn = "" if f["backup"] == "ok" else "  [no record: no backup]" if f["backup"] is None \
+                    else "  [backup missing or corrupted]"
                 _echo(f"{r.node}  {','.join(f['recipes'])}  {f['state']}: {f['path']} "
                       f"({f['distribution']} {f['version']}){warn}")
     _fail_if_any(results, "status")

@@ -9,6 +9,8 @@ i.e. ``~/.local/state/patchkit``)::
 
 The order is always: back up, record, then write the target atomically
 (temporary file in the same folder, fsync, rename, original mode kept).
+A backup no record names any more is deleted once the ledger that no
+longer names it is on disk (and no change is half-written).
 """
 
 from __future__ import annotations
@@ -122,6 +124,21 @@ class Ledger:
             atomic_write(path, data, mode=0o600)
         return digest
 
+    def drop_unused_backups(self) -> None:
+        """Delete the backups no record needs.  Only once the ledger on disk is the one in memory and no change
+        is pending: a process killed before that leaves every backup a recovery or a revert could still read."""
+        if self.pending:
+            return
+        wanted = {rec.original_sha256 for rec in self.files.values()}
+        try:
+            names = os.listdir(self.backups)
+        except OSError:
+            return
+        for name in names:
+            if len(name) == 64 and name not in wanted and all(c in "0123456789abcdef" for c in name):
+                with contextlib.suppress(OSError):
+                    (self.backups / name).unlink()
+
     def read_backup(self, digest: str) -> Optional[bytes]:
         try:
             data = (self.backups / digest).read_bytes()
@@ -174,6 +191,7 @@ class Ledger:
                               "check disk space and permissions, then run the command again") from None
         self.pending = None
         self.save()
+        self.drop_unused_backups()
 
     def recover(self) -> None:
         """Undo a change that a dead process left half-written, and restore its records."""
@@ -200,6 +218,7 @@ class Ledger:
                 self.files[key] = FileRecord.from_json(dict(record))
         self.pending = None
         self.save()
+        self.drop_unused_backups()
 
 
 def write_source(path: Path, data: bytes) -> None:

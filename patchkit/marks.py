@@ -2,12 +2,18 @@
 
 Finding, counting and taking them out needs no parser, so this module is
 small and cheap to import (``status`` and ``revert`` use it without the engine).
+It also reads a source file's encoding, as Python does.
 """
 
 from __future__ import annotations
 
+import io
 import re
-from typing import List, Optional, Sequence
+import tokenize
+from pathlib import Path
+from typing import Collection, List, Optional, Sequence, Tuple
+
+from .errors import Location, TargetError
 
 _OTHER_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines breaks there, Python source does not
 
@@ -55,3 +61,30 @@ def applied_ids(text: str) -> List[str]:
     return ids
 
 
+
+
+def leftover(text: str, gone: Collection[str], everything: bool) -> Optional[Tuple[int, str]]:
+    """The first line, numbered as in ``text`` (the file on disk), that still mentions a recipe in ``gone``
+    once their marked lines are out (or mentions the runtime unmarked, when ``everything``: no recipe is left)."""
+    for number, line in enumerate(split_lines(text), 1):
+        if any(is_own_line(line, rid) for rid in gone):
+            continue  # taken out
+        if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line
+                                                               and not is_own_line(line)):
+            return number, line
+    return None
+
+
+def kept_line_numbers(text: str, gone: Collection[str]) -> List[int]:
+    """The line numbers in ``text`` of the lines left once the marked lines of ``gone`` are taken out."""
+    return [n for n, line in enumerate(split_lines(text), 1) if not any(is_own_line(line, rid) for rid in gone)]
+
+
+def decode(data: bytes, path: Path) -> Tuple[str, str]:
+    """A Python source file's text and encoding (its coding cookie or byte order mark, else UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding), encoding
+    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        raise TargetError(f"cannot decode the file: {exc}", Location(str(path)),
+                          "the target must be a Python source file in its declared encoding") from None

@@ -38,7 +38,7 @@ def _headers(path: str) -> dict:
     return head
 
 
-def _version_in(folder: Path, distribution: str) -> Optional[str]:
+def version_in(folder: Path, distribution: str) -> Optional[str]:
     """The version in ``folder``'s ``<name>-<version>.dist-info/METADATA`` (or any metadata importlib finds)."""
     wanted = _normalise(distribution)
     try:
@@ -66,19 +66,41 @@ def default_root() -> Optional[str]:
     return os.environ.get("PATCHKIT_ROOT") or None
 
 
+def root_dir(root: str) -> Path:
+    """``--root`` as an absolute folder, or a clear error."""
+    base = Path(root).expanduser().resolve()
+    if not base.is_dir():
+        raise TargetError(f"--root {root} is not a directory", Location(str(root)),
+                          "pass the site-packages folder or the source checkout that holds the package")
+    return base
+
+
+def find_package(package: str, base: Optional[Path] = None) -> Optional[Path]:
+    """The folder of ``package`` under ``base`` or, without one, in this environment (``find_spec``, no import).
+
+    None when it is not there.
+    """
+    if base is not None:
+        return base / package if (base / package).is_dir() else None
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
 def locate(target: Target, root: Optional[str] = None) -> Installed:
     """Find ``target.package`` under ``root`` (or in this environment) and read its version."""
     root = root if root is not None else default_root()
     if root:
-        base = Path(root).expanduser().resolve()
-        if not base.is_dir():
-            raise TargetError(f"--root {root} is not a directory", Location(str(root)),
-                              "pass the site-packages folder or the source checkout that holds the package")
-        package_dir = base / target.package
-        if not package_dir.is_dir():
+        base = root_dir(root)
+        package_dir = find_package(target.package, base)
+        if package_dir is None:
             raise TargetError(f"no package {target.package} under {base}", Location(str(base)),
                               f"pass the folder that contains {target.package}/ (site-packages or a checkout)")
-        version = _version_in(base, target.distribution)
+        version = version_in(base, target.distribution)
         if version is None:  # a source checkout: the nearest git tag, or the branch
             from . import gitrepo
 
@@ -87,17 +109,13 @@ def locate(target: Target, root: Optional[str] = None) -> Installed:
                 version, source = described
                 return Installed(base, package_dir, version, source, source.split()[2])
         return Installed(base, package_dir, version, f"{target.distribution} metadata in {base}")
-    try:
-        spec = importlib.util.find_spec(target.package)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
+    package_dir = find_package(target.package)
+    if package_dir is None:
         raise TargetError(f"{target.package} is not installed in this environment ({_python()})",
                           hint=f"install {target.distribution}, run patchkit with the Python of that environment, "
                                "or pass --root DIR")
-    package_dir = Path(list(spec.submodule_search_locations)[0]).resolve()
     base = package_dir.parent
-    version = _version_in(base, target.distribution)
+    version = version_in(base, target.distribution)
     source = f"{target.distribution} metadata in {base}"
     if version is None:
         import importlib.metadata as metadata

@@ -171,7 +171,23 @@ def test_read_only_target_is_refused_and_nothing_changes(tree, patchkit_home, mo
 def test_revert_of_something_not_applied_says_so():
     result = run("revert", "verl-fsdp-update", ok=False)
     assert result.exit_code == 1 and "not applied" in result.stderr
-    assert run("revert", ok=False).exit_code == 1
+
+
+def test_revert_with_neither_recipes_nor_all_is_a_usage_error(tree, patchkit_home):
+    from patchkit import api
+    from patchkit.errors import PatchkitError
+
+    root = tree("verl-0.6")
+    run("apply", "verl-fsdp-update", "--root", str(root))
+    patched = snapshot(root)
+    for extra in ((), ("--force",), ("--root", str(root)), ("--ray", "auto")):
+        result = run("revert", *extra, ok=False)
+        assert result.exit_code == 2, (extra, result.output)
+        assert "Usage:" in result.stderr and "say which recipes to revert, or --all" in result.stderr
+        assert "Traceback" not in result.output
+    assert snapshot(root) == patched
+    with pytest.raises(PatchkitError, match="say which recipes to revert, or --all"):
+        api.revert([])
 
 
 def test_usage_errors_exit_2():

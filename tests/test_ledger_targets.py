@@ -243,3 +243,82 @@ def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
     [outcome] = api.revert(["verl-fsdp-update"], force=True)
     assert outcome.state == "reverted, edits discarded (--force)"
     assert snapshot(root) == before
+
+
+def test_revert_names_the_edited_line_by_its_number_in_the_file_on_disk(tree):
+    """The line a refused revert points at is counted in the file as it is, patchkit's header lines included."""
+    from patchkit.errors import LedgerError
+
+    root = tree("verl-0.6")
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    lines = (root / DP).read_text().splitlines(keepends=True)
+    number = next(n for n, ln in enumerate(lines, 1) if '_patchkit_runtime.step("verl-fsdp-update")' in ln)
+    lines[number - 1] = lines[number - 1].replace("  # patchkit:verl-fsdp-update", "  # patchkit:verl-fsdp-update (moved)")
+    (root / DP).write_text("".join(lines))
+    assert sum("# patchkit:" in ln for ln in lines[: number - 1]) >= 2  # the header lines come before it
+    with pytest.raises(LedgerError) as info:
+        api.revert(["verl-fsdp-update"])
+    assert info.value.where.line == number, info.value.render()
+    assert f"line {number} still refers to patchkit" in info.value.message
+    assert info.value.render().startswith(f"{root / DP}:{number}: ")
+
+
+def _backups(home) -> set:
+    folder = home / "backups"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def test_backups_no_record_needs_are_deleted(tree, tmp_path, patchkit_home):
+    import shutil
+
+    one, two = tree("verl-0.6"), tmp_path / "two"
+    shutil.copytree(one, two)  # the same original bytes: one backup, named by two records
+    original = (one / DP).read_bytes()
+    megatron = (one / "verl/workers/actor/megatron_actor.py").read_bytes()
+    api.apply(api.load("verl-fsdp-update"), str(one))
+    api.apply(api.load("verl-fsdp-update"), str(two))
+    api.apply(api.load("verl-megatron-update"), str(one))
+    assert _backups(patchkit_home) == {sha256(original), sha256(megatron)}
+    api.apply(api.load("verl-fsdp-update", ["schedule.wait=3"]), str(one))  # the journal's copy of the old bytes goes
+    assert _backups(patchkit_home) == {sha256(original), sha256(megatron)}
+
+    api.revert(["verl-megatron-update"], root=str(one))
+    assert _backups(patchkit_home) == {sha256(original)}
+    api.revert(["verl-fsdp-update"], root=str(one))
+    assert _backups(patchkit_home) == {sha256(original)}  # still named by the record of the second copy
+
+    (two / DP).write_bytes(original + b"\n# reinstalled\n")  # replaced: the record is cleaned, its backup goes too
+    [outcome] = api.revert([], everything=True)
+    assert outcome.state == "replaced"
+    assert _backups(patchkit_home) == set()
+
+
+def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patchkit_home, monkeypatch):
+    """Killed after writing the files but before the ledger says so: the next command puts the patch back,
+    so the backup it needs for the next revert must still be there."""
+    root = tree("verl-0.6")
+    original = snapshot(root)
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    patched = snapshot(root)
+    kept = _backups(patchkit_home)
+    real_save = Ledger.save
+    saves = []
+
+    def killed_on_the_last_save(self):
+        saves.append(self.pending)
+        if len(saves) == 2:  # the save that clears the journal: the process dies instead
+            raise KeyboardInterrupt
+        real_save(self)
+
+    monkeypatch.setattr(Ledger, "save", killed_on_the_last_save)
+    with pytest.raises(KeyboardInterrupt):
+        api.revert([], everything=True)
+    monkeypatch.setattr(Ledger, "save", real_save)
+    assert snapshot(root) == original and saves[0] is not None
+    assert kept <= _backups(patchkit_home)  # nothing deleted: the ledger on disk still records the patch
+
+    assert [s.state for s in api.status()] == ["applied"]  # recovery put the patched file back
+    assert snapshot(root) == patched
+    api.revert([], everything=True)
+    assert snapshot(root) == original
+    assert _backups(patchkit_home) == set()

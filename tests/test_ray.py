@@ -201,3 +201,23 @@ def test_ray_flag_without_ray_says_how_to_install_it(monkeypatch):
     for args in (["apply", RECIPE], ["diff", RECIPE], ["revert", "--all"], ["status"]):
         result = run(*args, "--ray", "auto", code=1)
         assert "needs Ray" in result.stderr and 'pip install "patchkit-profiler[ray]"' in result.stderr
+
+
+def test_status_and_revert_find_lines_no_nodes_record_explains_and_root_reaches_every_node(nodes, patchkit_home):
+    """Patched from the driver under its own PATCHKIT_HOME: no node has a record of it, each still sees it."""
+    from patchkit import api
+
+    address, a, b = nodes
+    before = snapshot(a.root)
+    api.apply(api.load(RECIPE), str(a.root))  # the driver's ledger, not a node's
+    data = {d["node_id"]: d for d in json.loads(run("status", "--ray", address, "--json").stdout)["nodes"]}
+    assert [(f["path"], f["state"], f["backup"]) for f in data[a.id]["files"]] == [(str(a.target), "applied (no record)", None)]
+    assert data[b.id]["files"] == []  # b looks in its own PATCHKIT_ROOT
+    out = run("status", "--ray", address, "--root", str(a.root)).stdout
+    for n in (a, b):  # --root names the same folder on every node
+        [line] = node_lines(out, n)
+        assert RECIPE in line and "applied (no record)" in line and str(a.target) in line and "no backup" in line
+
+    out = run("revert", "--ray", address, "--all").stdout
+    assert "reverted without a backup" in node_lines(out, a)[0] and "nothing" in node_lines(out, b)[0]
+    assert snapshot(a.root) == before and a.recorded() == {}

@@ -472,3 +472,17 @@ def test_apply_keeps_the_compiled_copies_git_tracks_and_drops_the_others(tmp_pat
     assert git(top, "status", "--porcelain") == f" M {DP}\n"
     run("revert", "--all")
     assert clean(top) and committed.read_bytes() == b"committed on purpose"
+
+
+def test_revert_without_a_record_in_a_checkout_puts_the_content_back_and_names_the_branch_left(tmp_path):
+    """apply --commit under another PATCHKIT_HOME: its branch is not known here, so only the file content goes back."""
+    root = make_repo(tmp_path / "checkout")
+    committed = (root / DP).read_bytes()
+    env = {"PATCHKIT_HOME": str(tmp_path / "other-home")}
+    applied = CliRunner().invoke(main, ["apply", "verl-fsdp-update", "--root", str(root), "--commit"], env=env)
+    assert applied.exit_code == 0, applied.output
+    result = run("revert", "verl-fsdp-update", "--root", root)
+    assert "reverted without a backup" in result.stderr
+    assert f"git: in the git work tree {root}: only the file's content is put back; a branch {BRANCH}" in result.stderr
+    assert (root / DP).read_bytes() == committed
+    assert gitrepo.branch_tip(root, BRANCH) is not None  # left for the user: this ledger never made it

@@ -1,0 +1,92 @@
+"""What is applied where: the ledger's records checked against the files, and patchkit lines no record explains."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
+from . import marks
+from .record import Record
+
+if TYPE_CHECKING:
+    from .ledger import FileRecord, Ledger
+    from .unrecorded import Found
+
+
+class FileStatus(Record):
+    record: Optional[FileRecord]  # None: patchkit lines this ledger has no record of (``found`` says where)
+    state: str  # applied, edited since apply, replaced (reinstalled?), reverted outside patchkit, missing,
+    #             applied (no record)
+    backup_ok: Optional[bool] = True  # None: no record, so no backup
+    found: Optional[Found] = None
+
+    @property
+    def path(self) -> str:
+        return self.record.path if self.record is not None else str(self.found.path)
+
+    @property
+    def recipes(self) -> Tuple[str, ...]:
+        """The recipe ids of the row: recorded ones, or the ones whose lines no record explains."""
+        return tuple(sorted(self.record.recipes)) if self.record is not None else self.found.recipes
+
+    def to_json(self) -> dict:
+        """The row of ``status --json``; a row without a record has ``backup: null`` and null settings."""
+        if self.record is None:
+            f = self.found
+            return {"path": str(f.path), "relpath": f.relpath, "root": str(f.root), "state": self.state,
+                    "backup": None, "distribution": f.distribution, "version": f.version,
+                    "recipes": {rid: {"choices": None, "overrides": None, "backend": None, "git": None}
+                                for rid in f.recipes}}
+        rec = self.record
+        return {"path": rec.path, "relpath": rec.relpath, "root": rec.root, "state": self.state,
+                "backup": "ok" if self.backup_ok else "missing or corrupted",
+                "distribution": rec.distribution, "version": rec.version,
+                "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend,
+                                  "git": _git_json(a.git)} for rid, a in sorted(rec.recipes.items())}}
+
+
+def _git_json(info):
+    """apply --commit's record: null, or the branch and commits."""
+    if not info:
+        return None
+    return {k: info.get(k) for k in ("work_tree", "branch", "commit", "previous", "previous_commit")}
+
+
+def status(ledger: Optional[Ledger] = None, root: Optional[str] = None) -> List[FileStatus]:
+    """The records (those under ``root`` when it is given) and the built-in recipes' files, under ``root``
+    (default ``$PATCHKIT_ROOT``) or in this environment, holding patchkit lines no record explains."""
+    from .ledger import Ledger
+
+    with (ledger or Ledger()).locked() as led:  # the lock also finishes recovering from a crashed run
+        return _status(led, root)
+
+
+def _status(led: Ledger, root: Optional[str] = None) -> List[FileStatus]:
+    from . import unrecorded
+    from .ledger import sha256
+
+    base = str(Path(root).expanduser().resolve()).rstrip(os.sep) + os.sep if root else ""
+    out = []
+    for key, rec in sorted(led.files.items()):
+        if not key.startswith(base):
+            continue
+        path = Path(rec.path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            out.append(FileStatus(rec, "missing"))
+            continue
+        digest = sha256(data)
+        if digest == rec.patched_sha256:
+            state = "applied"
+        elif digest == rec.original_sha256:
+            state = "reverted outside patchkit"
+        elif any(rid in marks.applied_ids(data.decode("utf-8", "replace")) for rid in rec.recipes):
+            state = "edited since apply"
+        else:
+            state = "replaced (reinstalled?)"
+        out.append(FileStatus(rec, state, led.read_backup(rec.original_sha256) is not None))
+    explained = {key: tuple(rec.recipes) for key, rec in led.files.items()}
+    out += [FileStatus(None, unrecorded.STATE, None, f) for f in unrecorded.find(explained, root)]
+    return out
