@@ -125,14 +125,14 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def list_cmd(as_json: bool) -> None:
     """The built-in recipes: id, package, versions."""
-    from .recipe import all_recipes
-
-    recipes = all_recipes()
     if as_json:
-        click.echo(json.dumps([_recipe_json(s) for s in recipes], indent=2))
+        from .recipe import all_recipes
+
+        click.echo(json.dumps([_recipe_json(s) for s in all_recipes()], indent=2))
         return
-    rows = [(s.id, f"{s.recipe.target.distribution} {s.recipe.target.versions or '(any)'}",
-             _first_sentence(s.recipe.description)) for s in recipes]
+    from .catalogue import entries
+
+    rows = [(e.id, f"{e.distribution} {e.versions or '(any)'}", _first_sentence(e.description)) for e in entries()]
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     for rid, package, description in rows:
         click.echo(f"{rid.ljust(widths[0])}  {package.ljust(widths[1])}  {description}")

@@ -48,26 +48,25 @@ def spots(root: Optional[str] = None) -> List[Spot]:
     The packages are looked up under ``root`` (default ``$PATCHKIT_ROOT``) or
     in this environment, never imported; a package that is not there is skipped.
     """
-    from .recipe import all_recipes
+    from .catalogue import entries
     from .targets import default_root, find_package, root_dir
 
     root = root if root is not None else default_root()
     base = root_dir(root) if root else None
     folders: Dict[str, Optional[Path]] = {}
     out: Dict[Path, Spot] = {}
-    for settings in all_recipes():
-        target = settings.recipe.target
-        if target.package not in folders:
-            folders[target.package] = find_package(target.package, base)
-        package = folders[target.package]
+    for entry in entries():
+        if entry.package not in folders:
+            folders[entry.package] = find_package(entry.package, base)
+        package = folders[entry.package]
         if package is None:
             continue
         site = base if base is not None else package.parent
-        for relpath in dict.fromkeys(target.files + tuple(f for p in settings.recipe.points for f in p.files)):
+        for relpath in entry.files:
             link = site / relpath
             if link.is_file():
                 path = link.resolve()
-                out.setdefault(path, Spot(path, relpath, site, target.distribution))
+                out.setdefault(path, Spot(path, relpath, site, entry.distribution))
     return list(out.values())
 
 
