@@ -168,7 +168,7 @@ def from_git(history, base: Path) -> Optional[TreeVersion]:
     """The version from the nearest tag (or setuptools-scm's guess from it), else the branch; see the module."""
     top, tag, distance = history.top, history.tag, history.distance
     tagged = _tag_version(tag) if tag else None
-    past = f", {distance} commit{'s' if distance != 1 else ''} past it" if distance else ""
+    past = f", {distance} commit{'s' if distance != 1 else ''} past it" if distance and tag else ""
     if tag is not None:
         version, source = tagged or tag, f"git tag {tag}{past}"
         if tagged and distance and uses_scm(base):
