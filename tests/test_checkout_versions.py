@@ -20,7 +20,6 @@ fixtures' verl and vLLM-Ascend trees) and drives the command line.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
