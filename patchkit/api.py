@@ -65,6 +65,7 @@ class Plan(Record):
     settings: Settings
     installed: Installed
     files: List[FilePlan]
+    version_skipped: str = ""  # with skip_version_check: the refusal that was skipped ("" when the version fits)
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
@@ -75,14 +76,25 @@ class Plan(Record):
         return sorted(set(bases))
 
 
-def plan(settings: Settings, root: Optional[str] = None) -> Plan:
-    """Find the files, pick the first candidate where every point resolves, transform it."""
+def plan(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> Plan:
+    """Find the files, pick the first candidate where every point resolves, transform it.
+
+    ``skip_version_check`` lets a version outside the recipe's range through
+    (the refusal is kept in ``Plan.version_skipped``); the points must still
+    resolve in the files.
+    """
     recipe = settings.recipe
     installed = locate(recipe.target, root)
-    check_version(installed, recipe.target, recipe.id)
+    skipped = ""
+    try:
+        check_version(installed, recipe.target, recipe.id, recipe.path)
+    except TargetError as exc:
+        if not skip_version_check:
+            raise
+        skipped = exc.message
     seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
     chosen = _chosen(settings, installed, seen)
-    result = Plan(settings, installed, [])
+    result = Plan(settings, installed, [], skipped)
     for relpath, points in chosen.items():
         f = _file_plan(settings, installed, relpath, points, seen)
         if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
@@ -111,7 +123,7 @@ def _chosen(settings: Settings, installed: Installed, seen: Dict[tuple, FilePlan
 def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[Path]]:
     """Where the recipe's package is and which of its files :func:`plan` would pick; reads, writes nothing, no git."""
     installed = locate(settings.recipe.target, root)
-    check_version(installed, settings.recipe.target, settings.recipe.id)
+    check_version(installed, settings.recipe.target, settings.recipe.id, settings.recipe.path)
     return installed, [(installed.root / relpath).resolve() for relpath in _chosen(settings, installed, {})]
 
 
@@ -156,7 +168,7 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
             return relpath
         failures.append((f.path, f.result))
     recipe = settings.recipe
-    version = f"{recipe.target.distribution} {installed.version or '(version unknown)'}"
+    version = f"{recipe.target.distribution} {installed.shown or '(version unknown)'}"
     if not failures:
         raise TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
                           Location(recipe.path), f"is {version} the package this recipe is for?")
@@ -178,12 +190,12 @@ class FileOutcome(Record):
     git: str = ""  # what patchkit found or did in the git checkout holding the file
 
 
-def diff(settings: Settings, root: Optional[str] = None) -> str:
-    return plan(settings, root).diff()
+def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> str:
+    return plan(settings, root, skip_version_check).diff()
 
 
 def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None, *,
-          allow_dirty: bool = False, commit: bool = False,
+          allow_dirty: bool = False, commit: bool = False, skip_version_check: bool = False,
           review: Optional[Callable[[List[FilePlan]], bool]] = None) -> List[FileOutcome]:
     """Patch every file of the recipe, or none of them.
 
@@ -192,14 +204,15 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     a new branch ``patchkit/<recipe-id>`` (see :mod:`patchkit.gitrepo`).
     ``review`` is shown the files about to change, after every check and
     before anything is written; if it returns False nothing is written and
-    those files come back as ``not written``.
+    those files come back as ``not written``.  ``skip_version_check``: see
+    :func:`plan`.
     """
     from .engine import check_compiles
     from .ledger import AppliedRecipe, FileRecord, Ledger, sha256
 
     ledger = ledger or Ledger()
     with ledger.locked() as led:
-        p = plan(settings, root)
+        p = plan(settings, root, skip_version_check)
         notes = _check_git(settings, p, led, allow_dirty, commit)
         outcomes, writes, before = [], [], {}
         for f in p.files:
@@ -225,11 +238,11 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
                 raise LedgerError("internal error: taking the patch out again would not give the original bytes; "
                                   "nothing was written", Location(key), "please report this with the target file")
             rec = rec or FileRecord(path=key, relpath=f.relpath, root=str(p.installed.root),
-                                    distribution=settings.recipe.target.distribution, version=p.installed.version,
+                                    distribution=settings.recipe.target.distribution, version=p.installed.shown,
                                     original_sha256=original_sha, patched_sha256="")
             state = "updated" if settings.id in rec.recipes or settings.id in marks.applied_ids(f.text) else "patched"
             rec.patched_sha256 = sha256(new)
-            rec.version = p.installed.version
+            rec.version = p.installed.shown
             earlier = rec.recipes.get(settings.id)
             rec.recipes[settings.id] = AppliedRecipe(
                 choices=dict(settings.choices), overrides=list(settings.overrides), backend=settings.recipe.backend,

@@ -100,6 +100,17 @@ def root_option(f):
     return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
 
 
+def skip_version_option(f):
+    return click.option("--skip-version-check", "skip_version", is_flag=True,
+                        help="patch a version outside the recipe's range; its points must still match")(f)
+
+
+def _say_skipped(refusal: str) -> None:
+    """What --skip-version-check let through, said plainly (nothing when the version was in range anyway)."""
+    if refusal:
+        _say(f"warning: version check skipped (--skip-version-check): {refusal}")
+
+
 def backend_option(f):
     return click.option("--backend", type=click.Choice(["npu", "torch", "nsys"]), default=None,
                         help="profiler backend (overrides the recipe's)")(f)
@@ -198,18 +209,20 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="write the patch to this file")
 @click.option("--stat", is_flag=True, help="a summary of the changes instead of the patch")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
-def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> None:
+@skip_version_option
+def diff(recipe, overrides, root, backend, output, stat, ray_address=None, skip_version=False) -> None:
     """Unified diff of what apply would change; writes nothing to the targets."""
     if ray_address:
         from . import cluster
 
-        return cluster.diff_command(ray_address, recipe, overrides, root, backend, output, stat)
+        return cluster.diff_command(ray_address, recipe, overrides, root, backend, output, stat, skip_version)
     from . import api
     from .diff import colour
     from .diff import stat as diffstat
 
     s = api.load(recipe, overrides, backend)
-    plan = api.plan(s, root)
+    plan = api.plan(s, root, skip_version)
+    _say_skipped(plan.version_skipped)
     text = plan.diff()
     if stat:
         click.echo(diffstat((f.diffpath, f.diff()) for f in plan.files if f.changes), nl=False)
@@ -224,7 +237,7 @@ def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> No
             _say(f"git: {f.diffpath} is " + (f"tracked in the git work tree {f.work_tree}" if f.tracked else
                                               f"in the git work tree {f.work_tree} but not tracked there"))
     _say(f"{s.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
-         f"({s.recipe.target.distribution} {plan.installed.version}, from {plan.installed.version_from})")
+         f"({s.recipe.target.distribution} {plan.installed.shown}, from {plan.installed.version_from})")
     if changed:
         _say("apply the patch with `git apply` or `patch -p1` run in " + " and ".join(map(str, plan.patch_bases())))
 
@@ -238,7 +251,9 @@ def diff(recipe, overrides, root, backend, output, stat, ray_address=None) -> No
 @click.option("--commit", is_flag=True, help="in a git checkout, commit the patch on a new branch patchkit/RECIPE")
 @click.option("--interactive", "-i", is_flag=True, help="show each file's diff and ask y/n/q before writing")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
-def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, interactive=False, ray_address=None) -> None:
+@skip_version_option
+def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, interactive=False, ray_address=None,
+          skip_version=False) -> None:
     """Patch the target files, back them up and record it.
 
     In a git checkout, a file with uncommitted changes is refused unless
@@ -250,12 +265,15 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
             raise click.UsageError("--allow-dirty, --commit and --interactive are not available with --ray")
         from . import cluster
 
-        return cluster.apply_command(ray_address, recipe, overrides, root, backend)
+        return cluster.apply_command(ray_address, recipe, overrides, root, backend, skip_version)
     from . import api
+    from .targets import locate
 
     s = api.load(recipe, overrides, backend)
+    if skip_version:  # said before anything is written (or asked with --interactive)
+        _say_skipped(_refusal(locate(s.recipe.target, root), s))
     outcomes = api.apply(s, root, ledger=_ledger(), allow_dirty=allow_dirty, commit=commit,
-                         review=_review if interactive else None)
+                         skip_version_check=skip_version, review=_review if interactive else None)
     for o in outcomes:
         _say(f"{o.state}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
     _say_git(outcomes)
@@ -263,8 +281,6 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
         _say(f"{s.id}: nothing written")
         sys.exit(1)
     changed = sum(o.state in ("patched", "updated") for o in outcomes)
-    from .targets import locate
-
     installed = locate(s.recipe.target, root)
     if changed:
         from .environment import runtime_missing
@@ -278,7 +294,7 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
              f"every patchkit command now runs the patched lines and profiles patchkit itself; "
              f"`patchkit revert {s.id}` when done")
     _say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied "
-         f"({s.recipe.target.distribution} {installed.version}, from {installed.version_from}); "
+         f"({s.recipe.target.distribution} {installed.shown}, from {installed.version_from}); "
          f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
     for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
         _say(f"note: {note}")
@@ -309,6 +325,17 @@ def _patches(s, root: Optional[str]) -> str:
     return (f"patches:  {', '.join(map(str, paths))}\n"
             f"          ({s.recipe.target.distribution} {installed.version or '(version unknown)'}, "
             f"from {installed.version_from})")
+
+
+def _refusal(installed, s) -> str:
+    """The version check's refusal for ``installed``, or "" when its version is in the recipe's range."""
+    from .targets import check_version
+
+    try:
+        check_version(installed, s.recipe.target, s.id, s.recipe.path)
+    except PatchkitError as exc:
+        return exc.message
+    return ""
 
 
 def _say_git(outcomes) -> None:

@@ -61,6 +61,7 @@ class NodeResult:
     diff: str = ""  # diff: the node's patch
     files: List[Dict[str, Any]] = field(default_factory=list)  # status: the node's records
     previous: Dict[str, Any] = field(default_factory=dict)  # apply: the recipe's settings before, per file
+    version_skipped: str = ""  # diff, apply with --skip-version-check: the refusal this node let through
 
     @property
     def node(self) -> str:
@@ -96,20 +97,21 @@ def _root_of(path: Path, relpath: str) -> str:
 
 
 def _node_plan(result: NodeResult, led, recipe: str, overrides: Sequence[str], backend: Optional[str],
-               root: Optional[str]) -> None:
+               root: Optional[str], skip_version_check: bool = False) -> None:
     from . import api
 
     s = api.load(recipe, overrides, backend)
-    plan = api.plan(s, root)
+    plan = api.plan(s, root, skip_version_check)
     changed = sum(f.changes for f in plan.files)
     result.recipe, result.root, result.diff = s.id, str(plan.installed.root), plan.diff()
     result.state = "would change" if changed else "already applied"
     result.message = (f"{changed} file(s) would change, {len(plan.files) - changed} already applied "
-                      f"({s.recipe.target.distribution} {plan.installed.version} in {plan.installed.root})")
+                      f"({s.recipe.target.distribution} {plan.installed.shown} in {plan.installed.root})")
+    result.version_skipped = plan.version_skipped
 
 
 def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], backend: Optional[str],
-                root: Optional[str]) -> None:
+                root: Optional[str], skip_version_check: bool = False) -> None:
     from . import api
 
     s = api.load(recipe, overrides, backend)
@@ -118,7 +120,7 @@ def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], 
         applied = st.record.recipes.get(s.id) if st.record is not None else None
         if applied is not None:
             result.previous[st.record.path] = {"overrides": list(applied.overrides), "recipe_path": applied.recipe_path}
-    outcomes = api.apply(s, root, ledger=led)
+    outcomes = api.apply(s, root, ledger=led, skip_version_check=skip_version_check)
     changed = [o for o in outcomes if o.state in CHANGED]
     result.changed = bool(changed)
     result.root = _root_of(outcomes[0].path, outcomes[0].relpath) if outcomes else ""
@@ -140,7 +142,7 @@ def _node_rollback(result: NodeResult, led, recipe: str, root: str, previous: Di
     earlier = [p for path, p in previous.items() if path.startswith(root.rstrip(os.sep) + os.sep)]
     if earlier:  # it was applied before with other settings: put those back
         s = api.load(earlier[0]["recipe_path"], earlier[0]["overrides"])
-        api.apply(s, root, ledger=led)
+        api.apply(s, root, ledger=led, skip_version_check=True)  # it was applied here already: put it back as it was
         result.state, result.message = "rolled back", f"earlier settings of {recipe} put back in {root}"
     else:
         outcomes = api.revert([recipe], False, root, ledger=led)
@@ -292,14 +294,18 @@ def _root_arg(root: Optional[str]) -> Optional[str]:
     return os.path.abspath(root)
 
 
-def _recipe_kwargs(recipe: str, overrides: Sequence[str], backend: Optional[str], root: Optional[str]):
-    return {"recipe": recipe, "overrides": list(overrides), "backend": backend, "root": _root_arg(root)}
+def _recipe_kwargs(recipe: str, overrides: Sequence[str], backend: Optional[str], root: Optional[str],
+                   skip_version_check: bool = False):
+    kwargs = {"recipe": recipe, "overrides": list(overrides), "backend": backend, "root": _root_arg(root)}
+    if skip_version_check:  # only when asked: a node with an older patchkit then fails on it rather than checking
+        kwargs["skip_version_check"] = True
+    return kwargs
 
 
 def plan(address: str, recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-         root: Optional[str] = None) -> List[NodeResult]:
+         root: Optional[str] = None, skip_version_check: bool = False) -> List[NodeResult]:
     """``api.plan`` on every node: what apply would change there (``.diff``); writes nothing."""
-    kwargs = _recipe_kwargs(recipe, overrides, backend, root)
+    kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check)
     with connect(address) as ray:
         return _run(ray, "plan", alive_nodes(ray), recipe, lambda n: kwargs)
 
@@ -308,14 +314,14 @@ diff = plan
 
 
 def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-          root: Optional[str] = None) -> List[NodeResult]:
+          root: Optional[str] = None, skip_version_check: bool = False) -> List[NodeResult]:
     """Apply on every node, or on none: plan everywhere first, then apply, and undo it where it worked if a node fails.
 
     The failing nodes come back with ``ok`` false and their reason; the others
     say ``not applied`` (the plan failed elsewhere), ``rolled back``, or
     ``left as it was`` (nothing had changed there).
     """
-    kwargs = _recipe_kwargs(recipe, overrides, backend, root)
+    kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check)
     with connect(address) as ray:
         nodes = alive_nodes(ray)
         planned = _run(ray, "plan", nodes, recipe, lambda n: kwargs)
@@ -325,6 +331,9 @@ def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Opt
                     r.state, r.message = "not applied", "another node cannot apply; nothing was written here"
             return planned
         applied = _run(ray, "apply", nodes, recipe, lambda n: kwargs)
+        skipped = {r.node_id: r.version_skipped for r in planned}
+        for r in applied:
+            r.version_skipped = r.version_skipped or skipped.get(r.node_id, "")
         if all(r.ok for r in applied):
             return applied
         undo = [r for r in applied if r.ok and r.changed]
@@ -377,6 +386,8 @@ def _echo(message: str, err: bool = False) -> None:
 
 def _line(r: NodeResult) -> str:
     message = " ".join(r.message.replace("\n  hint:", "; hint:").split("\n"))
+    if r.version_skipped:
+        message += f"; version check skipped (--skip-version-check): {r.version_skipped}"
     return f"{r.node}  {r.recipe or '-'}  {r.state}" + (f": {message}" if message else "")
 
 
@@ -391,11 +402,11 @@ def _fail_if_any(results: List[NodeResult], what: str) -> None:
 
 
 def apply_command(address: str, recipe: str, overrides: Sequence[str], root: Optional[str],
-                  backend: Optional[str]) -> None:
+                  backend: Optional[str], skip_version_check: bool = False) -> None:
     from . import api
 
     s = api.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
-    results = apply(address, recipe, overrides, backend, root)
+    results = apply(address, recipe, overrides, backend, root, skip_version_check)
     for r in results:
         _echo(_line(r))
     ok = all(r.ok for r in results)
@@ -413,7 +424,7 @@ def apply_command(address: str, recipe: str, overrides: Sequence[str], root: Opt
 
 
 def diff_command(address: str, recipe: str, overrides: Sequence[str], root: Optional[str],
-                 backend: Optional[str], output: Optional[str], stat: bool) -> None:
+                 backend: Optional[str], output: Optional[str], stat: bool, skip_version_check: bool = False) -> None:
     import sys
 
     from . import api
@@ -421,7 +432,7 @@ def diff_command(address: str, recipe: str, overrides: Sequence[str], root: Opti
     from .diff import stat as diffstat
 
     api.load(recipe, overrides, backend)
-    results = plan(address, recipe, overrides, backend, root)
+    results = plan(address, recipe, overrides, backend, root, skip_version_check)
     groups: Dict[str, List[NodeResult]] = {}
     for r in results:
         if r.ok and r.diff:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .errors import Location, TargetError
+from .record import Record
 from .targets import work_tree  # noqa: F401  (os.path only, so it lives with the other file lookups)
 
 BRANCH_PREFIX = "patchkit/"
@@ -84,16 +85,6 @@ def checkout_of(path) -> Tuple[Optional[Path], bool]:
     if top is None or _repo(top) is None:
         return None, False
     return top, bool(_ok(top, "ls-files", "--", _rel(top, path)))
-
-
-def tracked(paths: Iterable[Path]) -> set:
-    """Those of ``paths`` (files of one work tree) that git tracks; an empty set outside a usable repository."""
-    paths = list(paths)
-    top = work_tree(paths[0]) if paths else None
-    if top is None or _repo(top) is None:
-        return set()
-    out = _ok(top, "ls-files", "-z", "--", *(_rel(top, p) for p in paths)) or ""
-    return {top / name for name in out.split("\0") if name}
 
 
 def uncommitted(path, top: Optional[Path] = None) -> str:
@@ -212,24 +203,75 @@ def drop_commit(info: dict) -> str:
     return f"removed branch {branch} (commit {commit[:10]}); the work tree stays on {current or 'a detached HEAD'}"
 
 
-def describe(root) -> Optional[Tuple[str, str]]:
-    """``(version, what it came from)`` for a source checkout: the nearest tag (``v2.3.0`` -> ``2.3.0``), else the branch.
+class History(Record):
+    """Where a checkout's HEAD stands among the repository's tags (see :func:`history`)."""
 
-    What it came from reads ``git tag v2.3.0 in /top`` or ``git branch main in /top``:
-    its third word is the tag or branch itself (targets.py relies on that).
-    None outside a git work tree, in a folder git ignores, or on a detached HEAD with no tag.
-    """
+    top: Path
+    tag: Optional[str]  # the nearest tag in HEAD's history (git describe --tags), None without one
+    distance: int  # commits from that tag to HEAD
+    branch: Optional[str]  # None on a detached HEAD
+    forked: Tuple[str, ...]  # tags on branches that left HEAD's history after ``tag`` (see history)
+
+
+def source_top(root) -> Optional[Path]:
+    """The top of the git work tree that holds ``root``, unless git ignores ``root`` or cannot read the repository."""
     top = work_tree(root)
     if top is None or _repo(top) is None:
         return None
     rel = _rel(top, root)
     if rel != "." and _ok(top, "check-ignore", "--quiet", rel) is not None:
-        return None  # an ignored folder (a virtualenv inside a project) does not take the project's version
-    tag = _ok(top, "describe", "--tags", "--abbrev=0")
-    if tag:
-        version = tag[1:] if tag[:1] in ("v", "V") and tag[1:2].isdigit() else tag
-        return version, f"git tag {tag} in {top}"
-    branch, _ = head(top)
-    if branch:
-        return branch, f"git branch {branch} in {top}"
-    return None
+        return None
+    return top
+
+
+def history(root) -> Optional[History]:
+    """The nearest tag, the branch, and the releases made since on branches that left this history.
+
+    Release tags often live on release branches: vLLM-Ascend tags v0.20.2rc1
+    to v0.25.1rc1 on ``releases/...`` branches, so ``git describe`` on main
+    still names v0.19.1rc1, the last tag made on main, 1600 commits back.
+    ``forked`` lists the tags whose history shares a commit with HEAD that
+    is newer than the nearest tag (their branch left HEAD's history after
+    it), leaving out tags that contain HEAD itself (releases made later from
+    this very commit's descendants).  A checkout with such tags is newer than
+    its nearest tag says.  Three git commands, whatever the number of tags.
+
+    None outside a git work tree, in a folder git ignores (a virtualenv
+    inside a project does not take the project's history), or when git
+    cannot read the repository.
+    """
+    top = source_top(root)
+    if top is None:
+        return None
+    branch, commit = head(top)
+    tag, distance = None, 0
+    described = _ok(top, "describe", "--tags", "--long") if commit else None
+    if described:  # v0.19.1rc1-1637-g182b75ea84 (a tag may hold dashes itself)
+        tag, count, _ = described.rsplit("-", 2)
+        distance = int(count)
+    elif commit:
+        distance = int(_ok(top, "rev-list", "--count", "HEAD") or 0)
+    return History(top, tag, distance, branch, _forked(top, tag) if commit else ())
+
+
+def _forked(top: Path, tag: Optional[str]) -> Tuple[str, ...]:
+    """The tags that share a commit newer than ``tag`` with HEAD, without containing HEAD (see :func:`history`)."""
+    outside = _ok(top, "rev-list", "--boundary", "--tags", "^HEAD") or ""
+    edges = {line[1:] for line in outside.splitlines() if line.startswith("-")}  # commits of HEAD's that tags grew from
+    if not edges:
+        return ()
+    since = set((_ok(top, "rev-list", f"refs/tags/{tag}..HEAD" if tag else "HEAD") or "").split())
+    forks = sorted(edges & since)
+    if not forks:
+        return ()
+    names = _ok(top, "for-each-ref", "--format=%(refname:strip=2)", "--no-contains=HEAD",
+                *(f"--contains={c}" for c in forks), "refs/tags")
+    return tuple(names.split()) if names else ()
+
+
+def tracked(top: Path, paths: Iterable) -> set:
+    """Those of ``paths`` (absolute) that git tracks in ``top``, as given."""
+    paths = list(paths)
+    rels = {_rel(top, p): p for p in paths}
+    out = _ok(top, "ls-files", "-z", "--", *rels) if rels else ""
+    return {rels[name] for name in (out or "").split("\0") if name in rels}

@@ -242,8 +242,11 @@ def _untracked(paths) -> list:
     from . import gitrepo
     from .errors import PatchkitError
 
+    top = gitrepo.work_tree(paths[0]) if paths else None
+    if top is None:
+        return list(paths)
     try:
-        tracked = gitrepo.tracked(paths)
+        tracked = gitrepo.tracked(top, paths)
     except PatchkitError:
         return []
     return [p for p in paths if p not in tracked]

@@ -38,7 +38,7 @@ class Target(Record):
     distribution: str
     versions: str
     files: Tuple[str, ...]
-    instead: str = ""  # the recipe to use outside ``versions``
+    instead: str = ""  # the recipe to use outside ``versions``: offered first when its own range takes the version
     tags: Tuple[str, ...] = ()  # git tags or branches supported, for source checkouts without metadata
 
 

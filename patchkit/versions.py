@@ -1,5 +1,15 @@
 """PEP 440 version ranges (``>=0.4,<0.8``), matched with pre-releases allowed.
 
+:func:`contains` is PEP 440 with pre-releases admitted (as for a version
+already installed).  :func:`covers` is what a recipe's range means: a
+pre-release or development release of X (``0.9.1rc1``, ``0.8.0.dev``) is
+matched as X itself, because it carries X's code: a release candidate is
+X's code, and a checkout of ``main`` whose version file says ``0.8.0.dev`` is
+on the way to 0.8.0.  So ``>=0.4`` takes ``0.4.0.dev``, ``<0.8`` refuses
+``0.8.0.dev`` and ``0.8.0rc1``, and ``>=0.6.1,<0.10`` takes ``0.9.1rc1``.
+Only a clause whose bound is itself a pre-release of that same X
+(``>=0.11.0rc2``) compares pre-releases one by one, in PEP 440 order.
+
 Bounds are releases or pre-releases (``<0.8``, ``>=0.11.0rc1``, ``==1.2.*``,
 ``~=2.0``); candidates may be any version (post, dev and local included).
 
@@ -30,6 +40,44 @@ def contains(specifiers: str, version: str) -> bool:
     except InvalidVersion:
         return False
     return all(_clause(clause.strip(), candidate, version) for clause in specifiers.split(",") if clause.strip())
+
+
+def covers(specifiers: str, version: str) -> bool:
+    """Whether the release lines in ``specifiers`` include ``version`` (see the module's docstring)."""
+    try:
+        candidate = Version(version)
+    except InvalidVersion:
+        return False
+    line = _release_of(candidate) if candidate.is_prerelease else candidate
+    for clause in (c.strip() for c in specifiers.split(",")):
+        if not clause:
+            continue
+        op, text = _split(clause)
+        if op == "===":
+            chosen, raw = candidate, version
+        else:
+            bound = Version(text[:-2] if text.endswith(".*") else text)
+            same = bound.pre is not None and bound.base_key == candidate.base_key
+            chosen = candidate if same else line
+            raw = str(chosen)
+        if not _clause(clause, chosen, raw):
+            return False
+    return True
+
+
+def has_upper_bound(specifiers: str) -> bool:
+    """Whether ``specifiers`` caps versions from above (``<``, ``<=``, ``==``, ``~=``, ``===``)."""
+    return any(_split(c.strip())[0] in ("<", "<=", "==", "~=", "===") for c in specifiers.split(",") if c.strip())
+
+
+def _release_of(version: Version) -> Version:
+    """``version`` without its pre-release and development parts: ``0.9.1rc1`` -> ``0.9.1``, ``1.0.post1.dev2`` -> ``1.0.post1``."""
+    text = (f"{version.epoch}!" if version.epoch else "") + ".".join(map(str, version.release))
+    if version.post is not None:
+        text += f".post{version.post}"
+    if version.local is not None:
+        text += "+" + ".".join(map(str, version.local))
+    return Version(text)
 
 
 def check(specifiers: str) -> None:

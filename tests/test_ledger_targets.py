@@ -122,7 +122,10 @@ def test_versions_outside_the_range_and_unknown_versions_are_refused(tree, tmp_p
     with pytest.raises(TargetError) as info:
         check_version(locate(target, str(root)), target, "r")
     assert "verl 0.6.1 is installed" in info.value.message and "r supports verl >=0.7" in info.value.message
-    assert "use other-recipe" in info.value.hint
+    # "instead" names no built-in recipe, so it is not offered; the built-in ones that take 0.6.1 are
+    assert "other-recipe" not in info.value.hint
+    assert "built-in recipes for verl 0.6.1: verl-engine-update (verl >=0.6.1,<0.10), " in info.value.hint
+    assert "--skip-version-check" in info.value.hint
     bare = tmp_path / "bare"
     (bare / "verl").mkdir(parents=True)
     with pytest.raises(TargetError) as info:

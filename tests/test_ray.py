@@ -221,3 +221,28 @@ def test_status_and_revert_find_lines_no_nodes_record_explains_and_root_reaches_
     out = run("revert", "--ray", address, "--all").stdout
     assert "reverted without a backup" in node_lines(out, a)[0] and "nothing" in node_lines(out, b)[0]
     assert snapshot(a.root) == before and a.recorded() == {}
+
+
+def test_skip_version_check_reaches_every_node(nodes, tmp_path):
+    """Both nodes hold verl 0.6.1; a copy of the recipe made for >=0.7 is refused there unless the check is skipped."""
+    address, a, b = nodes
+    from conftest import RECIPES
+
+    mine = tmp_path / "mine" / f"{RECIPE}.yaml"
+    mine.parent.mkdir()
+    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.4,<0.8"', 'versions: ">=0.7,<0.8"'))
+    before = {n.name: snapshot(n.root) for n in (a, b)}
+    refused = run("diff", str(mine), "--ray", address, code=1)
+    assert all("verl 0.6.1 is installed" in node_lines(refused.stderr, n)[0] for n in (a, b))
+
+    shown = run("diff", str(mine), "--ray", address, "--skip-version-check")
+    for n in (a, b):
+        [line] = node_lines(shown.stderr, n)
+        assert "1 file(s) would change" in line and "version check skipped (--skip-version-check): verl 0.6.1" in line
+    applied = run("apply", str(mine), "--ray", address, "--skip-version-check").stdout
+    for n in (a, b):
+        [line] = node_lines(applied, n)
+        assert "patched" in line and "version check skipped" in line
+        assert MARK in n.target.read_text()
+    run("revert", "--ray", address, "--all")
+    assert {n.name: snapshot(n.root) for n in (a, b)} == before

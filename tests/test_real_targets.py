@@ -152,8 +152,116 @@ def test_recipe_refuses_releases_outside_its_range(tmp_path, recipe_id, dist, ve
     message = info.value.render()
     assert f"{settings.recipe.target.distribution} {version} is installed" in message
     assert settings.recipe.target.versions in message
-    if settings.recipe.target.instead:
-        assert settings.recipe.target.instead in message
+    # the hint offers exactly the built-in recipes for this distribution whose range takes the version
+    taking = {s.id for s in api.all_recipes() if s.id != recipe_id and s.recipe.target.distribution ==
+              settings.recipe.target.distribution and SpecifierSet(s.recipe.target.versions).contains(version)}
+    offered = {s.id for s in api.all_recipes() if f"{s.id} ({settings.recipe.target.distribution} " in info.value.hint}
+    assert offered == taking, (offered, taking)
+    instead = settings.recipe.target.instead
+    if instead in taking:
+        assert f"use {instead} (" in info.value.hint
+    if not taking:
+        assert f"no built-in recipe covers {settings.recipe.target.distribution} {version}" in info.value.hint
+    assert "--skip-version-check" in info.value.hint and "no release tag" not in message
+
+
+def _narrowed(tmp_path, recipe_id, versions, files=None):
+    """A copy of a built-in recipe with another range (and candidate files), as a user would adapt one."""
+    text = (api.recipe_path(recipe_id)).read_text()
+    old = api.load(recipe_id).recipe.target.versions
+    text = text.replace(f'versions: "{old}"', f'versions: "{versions}"')
+    if files:
+        head, sep, rest = text.partition("  files:\n")
+        rest = rest[rest.index("backend:"):]
+        text = head + sep + "".join(f"    - {f}\n" for f in files) + rest
+    path = tmp_path / "mine" / f"{recipe_id}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    assert api.load(str(path)).recipe.target.versions == versions
+    return path
+
+
+def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
+    """verl 0.4.1 is too old for verl-engine-update (0.6.1 and later): a recipe naming it as `instead` must not offer it."""
+    root = _root(tmp_path, "verl", "0.4.1")
+    mine = _narrowed(tmp_path, "verl-fsdp-update", ">=0.5,<0.8")
+    assert api.load(str(mine)).recipe.target.instead == "verl-engine-update"
+    with pytest.raises(TargetError) as info:
+        api.plan(api.load(str(mine)), str(root))
+    hint = info.value.hint
+    assert "verl-engine-update" not in hint
+    assert "built-in recipes for verl 0.4.1: verl-fsdp-logprob (verl >=0.4,<0.8), verl-megatron-update" in hint
+    root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
+    with pytest.raises(TargetError) as info:
+        api.plan(api.load(str(mine)), str(root))
+    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6.1,<0.10) for this version")
+
+
+def test_skip_version_check_patches_a_real_release_outside_the_range_whose_points_match(tmp_path):
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    root = _root(tmp_path, "vllm-ascend", "0.23.0")
+    mine = _narrowed(tmp_path, "vllm-ascend-decode", ">=0.9.1,<0.23")
+    before = snapshot(root)
+    refused = CliRunner().invoke(main, ["diff", str(mine), "--root", str(root)])
+    assert refused.exit_code == 1 and "vllm-ascend 0.23.0 is installed" in refused.stderr
+    shown = CliRunner().invoke(main, ["diff", str(mine), "--root", str(root), "--skip-version-check"])
+    assert shown.exit_code == 0, shown.output
+    assert "+++ b/vllm_ascend/worker/worker.py" in shown.stdout
+    assert ("warning: version check skipped (--skip-version-check): vllm-ascend 0.23.0 is installed "
+            f"(vllm-ascend metadata in {root.resolve()}); vllm-ascend-decode supports vllm-ascend >=0.9.1,<0.23") in shown.stderr
+    applied = CliRunner().invoke(main, ["apply", str(mine), "--root", str(root), "--skip-version-check"])
+    assert applied.exit_code == 0, applied.output
+    assert "warning: version check skipped" in applied.stderr and "1 file(s) patched" in applied.stderr
+    assert "_patchkit_runtime" in (root / "vllm_ascend/worker/worker.py").read_text()
+    assert CliRunner().invoke(main, ["revert", "--all"]).exit_code == 0
+    assert snapshot(root) == before
+    quiet = CliRunner().invoke(main, ["diff", "vllm-ascend-decode", "--root", str(root), "--skip-version-check"])
+    assert quiet.exit_code == 0 and "version check skipped" not in quiet.stderr  # in range: nothing to say
+
+
+def test_skip_version_check_still_refuses_real_releases_whose_points_do_not_match(tmp_path):
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    root = _root(tmp_path, "verl", "0.8.0")  # no actor/ folder any more
+    before = snapshot(root)
+    result = CliRunner().invoke(main, ["apply", "verl-fsdp-update", "--root", str(root), "--skip-version-check"])
+    assert result.exit_code == 1 and "none of the recipe's files is in" in result.stderr
+    assert snapshot(root) == before
+    root = _root(tmp_path, "vllm-ascend", "0.9.1")  # worker.py is the V0 worker there: no NPUWorker.execute_model
+    mine = _narrowed(tmp_path, "vllm-ascend-decode", "<0.9", files=["vllm_ascend/worker/worker.py"])
+    before = snapshot(root)
+    result = CliRunner().invoke(main, ["apply", str(mine), "--root", str(root), "--skip-version-check"])
+    assert result.exit_code == 1, result.output
+    assert f"error: {root.resolve() / 'vllm_ascend/worker/worker.py'}" in result.stderr
+    assert "execute_model" in result.stderr and "warning: version check skipped" in result.stderr
+    assert snapshot(root) == before
+
+
+def test_vllm_ascend_main_shaped_checkout_with_the_real_worker(tmp_path):
+    """The real 0.23.0 worker.py on a history shaped like vLLM-Ascend's main of August 2026: refused as 0.25.1rc1
+    or later (not accepted as 0.19.1rc1), and patched exactly with --skip-version-check."""
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+    from test_checkout_versions import ascend_repo
+
+    repo = ascend_repo(tmp_path / "vllm-ascend")
+    real = realwheels.release_root("vllm-ascend", "0.23.0") / "vllm_ascend/worker/worker.py"
+    shutil.copyfile(real, repo.top / "vllm_ascend/worker/worker.py")
+    repo.commit(1)
+    before = snapshot(repo.top)
+    refused = CliRunner().invoke(main, ["apply", "vllm-ascend-decode", "--root", str(repo.top)])
+    assert refused.exit_code == 1 and "vllm-ascend 0.25.1rc1 or later is installed" in refused.stderr
+    applied = CliRunner().invoke(main, ["apply", "vllm-ascend-decode", "--root", str(repo.top), "--skip-version-check"])
+    assert applied.exit_code == 0, applied.output
+    assert "tracked in the git work tree" in applied.stderr and "warning: version check skipped" in applied.stderr
+    assert CliRunner().invoke(main, ["revert", "--all"]).exit_code == 0
+    assert snapshot(repo.top) == before and repo.git("status", "--porcelain") == ""
 
 
 def test_vllm_ascend_0_9_1_patches_the_v1_worker_not_the_v0_one(tmp_path):

@@ -128,8 +128,8 @@ def test_an_ignored_virtualenv_inside_a_checkout_is_a_plain_folder(tmp_path):
     run("apply", "verl-fsdp-update", "--root", root)
     run("revert", "--all")
     assert clean(top)
-    assert gitrepo.describe(root) is None  # the project's branch is not the version of what is in its .venv
-    assert gitrepo.describe(top) == ("main", f"git branch main in {top}")
+    assert gitrepo.history(root) is None  # the project's branch is not the version of what is in its .venv
+    assert gitrepo.history(top).branch == "main"
 
 
 # ---------------------------------------------------------------- git checkouts
@@ -404,15 +404,14 @@ def test_commands_outside_git_never_import_git(tree):
     assert out.stdout.strip() == "[]"
 
 
-def test_describe_reads_the_nearest_tag_else_the_branch(tmp_path, tree):
+def test_history_reads_the_nearest_tag_its_distance_and_the_branch(tmp_path, tree):
     top = tmp_path / "verl"
     root = make_repo(top)
-    assert gitrepo.describe(root) == ("main", f"git branch main in {top}")
+    assert gitrepo.history(root) == gitrepo.History(top, None, 1, "main", ())
     git(top, "tag", "v2.3.0")
     git(top, "commit", "-q", "--allow-empty", "-m", "after the release")
-    version, source = gitrepo.describe(root / "verl")
-    assert (version, source.split()[2]) == ("2.3.0", "v2.3.0")
-    assert gitrepo.describe(tree("verl-0.4")) is None
+    assert gitrepo.history(root / "verl") == gitrepo.History(top, "v2.3.0", 1, "main", ())
+    assert gitrepo.history(tree("verl-0.4")) is None
     assert gitrepo.work_tree(root / DP) == top
 
 

@@ -14,7 +14,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion as PackagingInvalid
 from packaging.version import Version as PackagingVersion
 
-from patchkit.versions import InvalidVersion, Version, check, contains
+from patchkit.versions import InvalidVersion, Version, check, contains, covers, has_upper_bound
 
 release = st.lists(st.integers(0, 12), min_size=1, max_size=3).map(lambda xs: ".".join(map(str, xs)))
 suffix = st.sampled_from(["", "rc1", "a2", "b1", ".post1", ".dev0", "rc1.post2", "+local.7", ".post2+abc"])
@@ -267,3 +267,68 @@ def test_the_built_in_ranges_on_the_released_versions():
         for candidate, expected in table.items():
             assert contains(spec, candidate) is expected, (spec, candidate)
             assert SpecifierSet(spec).contains(candidate, prereleases=True) is expected
+
+
+# -- covers: what a recipe's range means -------------------------------------
+
+def test_covers_counts_a_prerelease_or_dev_release_as_the_release_it_leads_to():
+    cases = {
+        ">=0.6.1,<0.10": {"0.9.1rc1": True, "0.6.1rc1": True, "0.6.1.dev0": True, "0.10.0rc1": False, "0.10.0.dev": False},
+        "<0.8": {"0.8.0.dev": False, "0.8.0rc1": False, "0.7.9.dev3": True},
+        ">=0.4,<0.8": {"0.4.0.dev": True, "0.7.0.dev": True, "0.3.1.dev": False, "0.8.0.dev": False},
+        ">=0.9.1,<0.24": {"0.19.1rc2.dev1637": True, "0.24.0rc1": False, "0.9.1rc1": True},
+        # a bound that is itself a pre-release of the same release compares pre-releases one by one
+        ">=0.11.0rc2": {"0.11.0rc1": False, "0.11.0rc2": True, "0.11.0.dev0": False, "0.12.0.dev0": True},
+        "==0.9.1": {"0.9.1rc1": True, "0.9.1": True, "0.9.2rc1": False},
+        "!=0.9.1": {"0.9.1rc1": False},
+        "~=0.4.1": {"0.4.1.dev0": True, "0.5.0rc1": False},
+        "===0.9.1rc1": {"0.9.1rc1": True, "0.9.1": False},
+    }
+    for spec, table in cases.items():
+        for candidate, expected in table.items():
+            assert covers(spec, candidate) is expected, (spec, candidate)
+    # PEP 440 order alone (contains) says otherwise where a .dev or rc of the lower bound is concerned
+    assert not contains(">=0.4,<0.8", "0.4.0.dev") and not contains("==0.9.1", "0.9.1rc1")
+    assert not covers(">=0.4", "main") and not covers(">=0.4", "")
+
+
+def _release_line(text: str) -> str:
+    """packaging's view of a version without its pre-release and dev parts: the oracle's side of covers."""
+    v = PackagingVersion(text)
+    out = (f"{v.epoch}!" if v.epoch else "") + ".".join(map(str, v.release))
+    out += f".post{v.post}" if v.post is not None else ""
+    return out + (f"+{v.local}" if v.local else "")
+
+
+def _trim(release: tuple) -> tuple:
+    """1.0.0 and 1 are one release."""
+    while release and release[-1] == 0:
+        release = release[:-1]
+    return release
+
+
+def _oracle(spec: str, candidate: str) -> bool:
+    """Clause by clause, packaging on the candidate's release line, unless the bound is a pre-release of that release."""
+    v = PackagingVersion(candidate)
+    for clause in (c.strip() for c in spec.split(",") if c.strip()):
+        bound = PackagingVersion(clause.lstrip("<>=!~").strip().removesuffix(".*"))
+        same = bound.pre is not None and (bound.epoch, _trim(bound.release)) == (v.epoch, _trim(v.release))
+        chosen = candidate if same or not v.is_prerelease else _release_line(candidate)
+        if not SpecifierSet(clause).contains(chosen, prereleases=True):
+            return False
+    return True
+
+
+@settings(max_examples=3000, deadline=None, derandomize=True)
+@given(st.lists(clause, min_size=1, max_size=3).map(",".join), version)
+def test_covers_agrees_with_packaging_on_each_candidates_release_line(spec, candidate):
+    if not _valid(spec):
+        return
+    assert covers(spec, candidate) == _oracle(spec, candidate), (spec, candidate)
+
+
+def test_has_upper_bound():
+    for spec in ("<0.24", ">=0.9.1,<=1.0", "==1.2.*", "~=2.0", "===1.0", ">=0.4,==0.5"):
+        assert has_upper_bound(spec), spec
+    for spec in (">=0.9.1", ">0.4,!=0.5", ""):
+        assert not has_upper_bound(spec), spec
