@@ -27,7 +27,7 @@ FORMAT_KEYS = {
     "id": "the recipe's name: the file name without .yaml",
     "description": "one paragraph: what the recipe captures",
     "target": "what it patches: package, distribution, versions, files",
-    "backend": "the profiler backend: a name registered in patchkit.backends (npu, torch, nsys)",
+    "backend": "the profiler backend: a name registered in patchkit.backends",
     "profiler": ", ".join(v.PROFILER_KEYS),
     "schedule": ", ".join(v.SCHEDULE_KEYS),
     "options": "named choices set as name=value on the command line",
@@ -293,18 +293,15 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
 def _blamed_overrides(problem: str, runtime: Dict[str, Any], original: Mapping[str, Any],
                       overridden: Mapping[Tuple[Any, ...], str], rid: str) -> List[str]:
     """The overrides (as typed) without which the backend would not report ``problem``."""
-    from .backends import DEFAULTS
-    from .backends import validate as backend_problems
-
     blamed = []
     for parts, text in overridden.items():
         name = parts[-1]
         if name not in runtime:
             continue
         section = original.get(parts[0]) if len(parts) == 2 else original
-        default = default_save_path(rid) if name == "save_path" else DEFAULTS[name]
+        default = default_save_path(rid) if name == "save_path" else backends.DEFAULTS[name]
         own = section.get(name, default) if isinstance(section, dict) else default
-        if problem not in backend_problems(dict(runtime, **{name: own})):
+        if problem not in backends.validate(dict(runtime, **{name: own})):
             blamed.append(text)
     return blamed
 

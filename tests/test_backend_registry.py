@@ -90,6 +90,16 @@ def test_the_built_in_backends_are_registered_without_importing_them():
     assert out.splitlines() == ["npu torch nsys", "[]"]
 
 
+def test_the_backend_choices_of_the_command_line_import_no_backend():
+    import subprocess
+
+    code = ("import sys; sys.argv = ['patchkit', 'diff', '--help']; import patchkit.cli as c\n"
+            "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('patchkit.backends.') or m in ('libcst', 'git', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "--backend [npu|torch|nsys]" in out and out.splitlines()[-1] == "[]"
+
+
 def test_a_registered_backend_is_usable_from_recipes_the_command_line_and_the_runtime(echo, tmp_path, monkeypatch,
                                                                                       clean_runtime):
     mine = tmp_path / "echo-fit.yaml"
