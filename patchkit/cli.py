@@ -111,8 +111,21 @@ def _say_skipped(refusal: str) -> None:
         _say(f"warning: version check skipped (--skip-version-check): {refusal}")
 
 
+class BackendChoice(click.Choice):
+    """``--backend``: the names registered in patchkit.backends, read when used (no backend module is imported)."""
+
+    def __init__(self) -> None:  # no fixed list: a backend registered after this module is imported counts too
+        self.case_sensitive = True
+
+    @property
+    def choices(self):  # type: ignore[override]
+        from . import backends
+
+        return backends.names()
+
+
 def backend_option(f):
-    return click.option("--backend", type=click.Choice(["npu", "torch", "nsys"]), default=None,
+    return click.option("--backend", type=BackendChoice(), default=None,
                         help="profiler backend (overrides the recipe's)")(f)
 
 
@@ -171,8 +184,8 @@ def _recipe_json(s) -> dict:
 def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str]) -> None:
     """The resolved recipe, the file it would patch here, and the code it inserts."""
     from . import codegen
-    from .model import SCHEDULE_KEYS
     from .recipe import load
+    from .vocabulary import SETTING
 
     s = load(recipe, overrides, backend)
     r = s.recipe
@@ -181,7 +194,7 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
            "files:    " + ", ".join(r.target.files), _patches(s, root), f"backend:  {r.backend}"]
     for key, value in s.runtime_settings().items():
         if key != "backend":
-            out.append(f"  {'schedule' if key in SCHEDULE_KEYS else 'profiler'}.{key}: {_as_typed(value)}")
+            out.append(f"  {SETTING[key].key}: {_as_typed(value)}")
     for o in r.options:
         out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
     out += ["", "inserted at the top of each patched module:"]

@@ -11,24 +11,11 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from .errors import Location
 from .record import Record
+from .vocabulary import SETTINGS as _SETTINGS
 
-# The users' vocabulary (DESIGN.md).
-BACKENDS = ("npu", "torch", "nsys")
-LEVELS = ("level_none", "level0", "level1", "level2")
-CONTENTS = ("npu", "cpu", "memory", "shapes", "module", "stack")
-EXPORT_TYPES = ("text", "db")
-POSITIONS = (
-    "method_start",
-    "method_end",
-    "on_exit",
-    "after_call",
-    "before_call",
-    "before_loop",
-    "loop_start",
-    "loop_end",
-)
-ACTIONS = ("start", "step", "refuse")
-SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
+# The users' vocabulary (DESIGN.md) is the table in patchkit.vocabulary; these names are its, kept
+# here for the modules that read them from the model.  Backend names: patchkit.backends.names().
+from .vocabulary import ACTIONS, CONTENTS, DEFAULTS, EXPORT_TYPES, LEVELS, POSITIONS, SCHEDULE_KEYS  # noqa: F401
 
 MARKER = "patchkit"
 
@@ -43,21 +30,25 @@ class Target(Record):
 
 
 class Profiler(Record):
-    level: str = "level0"
-    contents: Tuple[str, ...] = ("cpu", "npu")
-    export_type: str = "text"
-    analysis: bool = False
-    save_path: str = "./outputs/patchkit"
-    ranks: Union[str, Tuple[int, ...]] = "all"
-    mstx: bool = False
+    """The ``profiler:`` section; its fields are the vocabulary's profiler keys, with their defaults."""
+
+    level: str = DEFAULTS["level"]
+    contents: Tuple[str, ...] = DEFAULTS["contents"]
+    export_type: str = DEFAULTS["export_type"]
+    analysis: bool = DEFAULTS["analysis"]
+    save_path: str = DEFAULTS["save_path"]
+    ranks: Union[str, Tuple[int, ...]] = DEFAULTS["ranks"]
+    mstx: bool = DEFAULTS["mstx"]
 
 
 class Schedule(Record):
-    wait: int = 0
-    warmup: int = 0
-    active: int = 1
-    repeat: int = 1
-    skip_first: int = 0
+    """The ``schedule:`` section; its fields are the vocabulary's schedule keys, with their defaults."""
+
+    wait: int = DEFAULTS["wait"]
+    warmup: int = DEFAULTS["warmup"]
+    active: int = DEFAULTS["active"]
+    repeat: int = DEFAULTS["repeat"]
+    skip_first: int = DEFAULTS["skip_first"]
 
 
 class Option(Record):
@@ -171,22 +162,11 @@ class Settings(Record):
     def runtime_settings(self) -> Dict[str, Any]:
         """The keyword arguments of ``patchkit.runtime.configure``, in a stable order."""
         r = self.recipe
-        p, s = r.profiler, r.schedule
-        return {
-            "backend": r.backend,
-            "level": p.level,
-            "contents": tuple(p.contents),
-            "export_type": p.export_type,
-            "analysis": p.analysis,
-            "save_path": p.save_path,
-            "ranks": p.ranks if isinstance(p.ranks, str) else tuple(p.ranks),
-            "wait": s.wait,
-            "warmup": s.warmup,
-            "active": s.active,
-            "repeat": s.repeat,
-            "skip_first": s.skip_first,
-            "mstx": p.mstx,
-        }
+        out: Dict[str, Any] = {"backend": r.backend}
+        for setting in _SETTINGS:
+            value = getattr(r.profiler if setting.section == "profiler" else r.schedule, setting.name)
+            out[setting.name] = tuple(value) if isinstance(value, list) else value
+        return out
 
 
 class Insertion(Record):

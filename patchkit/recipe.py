@@ -16,7 +16,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
+from . import backends
 from . import model as m
+from . import vocabulary as v
 from .errors import Location, OverrideError, RecipeError
 from .yamlpos import KEY, Marks
 from .yamlpos import load as load_yaml
@@ -25,9 +27,9 @@ FORMAT_KEYS = {
     "id": "the recipe's name: the file name without .yaml",
     "description": "one paragraph: what the recipe captures",
     "target": "what it patches: package, distribution, versions, files",
-    "backend": "npu | torch | nsys",
-    "profiler": "level, contents, export_type, analysis, save_path, ranks, mstx",
-    "schedule": "wait, warmup, active, repeat, skip_first",
+    "backend": "the profiler backend: a name registered in patchkit.backends",
+    "profiler": ", ".join(v.PROFILER_KEYS),
+    "schedule": ", ".join(v.SCHEDULE_KEYS),
     "options": "named choices set as name=value on the command line",
     "roles": "role name -> expression telling that role apart at run time",
     "guard": "an expression that must hold for a step to count",
@@ -37,7 +39,6 @@ FORMAT_KEYS = {
 }
 REQUIRED = ("id", "description", "target", "points")
 TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags")
-PROFILER_KEYS = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
 POINT_KEYS = ("class", "method", "function", "nested", "at", "action", "call", "loop", "when", "guard", "count", "files",
               "reason")
 LOOP_KEYS = ("iter", "target", "calls", "while")
@@ -251,8 +252,8 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     description = r.string(("description",))
 
     target = _target(r)
-    backend = r.word(("backend",), m.BACKENDS) if "backend" in data else "npu"
-    profiler = _profiler(r) if "profiler" in data else m.Profiler(save_path=f"./outputs/patchkit/{rid}")
+    backend = _backend(r) if "backend" in data else backends.DEFAULT
+    profiler = _profiler(r) if "profiler" in data else m.Profiler(save_path=default_save_path(rid))
     schedule = _schedule(r) if "schedule" in data else m.Schedule()
     options = _options(r) if "options" in data else ()
     roles = _roles(r, options) if "roles" in data else ()
@@ -278,10 +279,8 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     if not settings.active_points():
         raise RecipeError("no point is in use with the chosen options " + str(dict(choices)), Location(path),
                           "give at least one point a `when:` that matches, or none at all")
-    from .backends import validate as backend_problems  # backend-specific checks (no torch import)
-
     runtime = settings.runtime_settings()
-    for problem in backend_problems(runtime):
+    for problem in backends.validate(runtime):  # what the backend itself checks (no torch import)
         blamed = _blamed_overrides(problem, runtime, original, overridden, rid)
         if blamed:
             raise OverrideError(f"{' '.join(blamed)}: {problem}", Location("<command line>"),
@@ -294,20 +293,28 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
 def _blamed_overrides(problem: str, runtime: Dict[str, Any], original: Mapping[str, Any],
                       overridden: Mapping[Tuple[Any, ...], str], rid: str) -> List[str]:
     """The overrides (as typed) without which the backend would not report ``problem``."""
-    from .backends import DEFAULTS
-    from .backends import validate as backend_problems
-
     blamed = []
     for parts, text in overridden.items():
         name = parts[-1]
         if name not in runtime:
             continue
         section = original.get(parts[0]) if len(parts) == 2 else original
-        default = f"./outputs/patchkit/{rid}" if name == "save_path" else DEFAULTS[name]
+        default = default_save_path(rid) if name == "save_path" else backends.DEFAULTS[name]
         own = section.get(name, default) if isinstance(section, dict) else default
-        if problem not in backend_problems(dict(runtime, **{name: own})):
+        if problem not in backends.validate(dict(runtime, **{name: own})):
             blamed.append(text)
     return blamed
+
+
+def _backend(r: _Reader) -> str:
+    """A registered backend's name, whose module imports."""
+    name = r.word(("backend",), backends.names())
+    try:
+        backends.get(name)  # a backend module imports only the standard library (see patchkit.backends)
+    except (ImportError, TypeError) as exc:
+        raise r.fail(("backend",), f"backend {name!r} cannot be used: {exc}",
+                     "install what provides its module, or pick another: " + ", ".join(backends.names())) from None
+    return name
 
 
 def _target(r: _Reader) -> m.Target:
@@ -347,40 +354,52 @@ def _check_relative(r: _Reader, here: Tuple[Any, ...], f: str) -> None:
         raise r.fail(here, f"target file {f!r} is not a .py file", "point at a Python source file")
 
 
+def default_save_path(rid: str) -> str:
+    """Where a recipe's traces go when it says nothing: a folder of its own."""
+    return f"{v.DEFAULTS['save_path']}/{rid}"
+
+
 def _profiler(r: _Reader) -> m.Profiler:
-    p = r.mapping(("profiler",), PROFILER_KEYS)
-    rid = r.data["id"]
-    here = ("profiler",)
-    ranks: Any = "all"
-    if "ranks" in p:
-        value = p["ranks"]
-        if value != "all":
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = [value]
-            if not isinstance(value, list) or not value or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
-            ):
-                raise r.fail(here + ("ranks",), f"profiler.ranks must be `all` or a list of ranks, not {value!r}",
-                             "write ranks: all, or ranks: [0, 1]")
-            ranks = tuple(sorted(set(value)))
-    save_path = r.string(here + ("save_path",)) if "save_path" in p else f"./outputs/patchkit/{rid}"
-    if "\x00" in save_path:
-        raise r.fail(here + ("save_path",), "profiler.save_path contains a NUL byte", "use a plain directory path")
-    return m.Profiler(
-        level=r.word(here + ("level",), m.LEVELS) if "level" in p else "level0",
-        contents=tuple(r.strings(here + ("contents",), m.CONTENTS)) if "contents" in p else ("cpu", "npu"),
-        export_type=r.word(here + ("export_type",), m.EXPORT_TYPES) if "export_type" in p else "text",
-        analysis=r.boolean(here + ("analysis",)) if "analysis" in p else False,
-        save_path=save_path,
-        ranks=ranks,
-        mstx=r.boolean(here + ("mstx",)) if "mstx" in p else False,
-    )
+    p = r.mapping(("profiler",), v.PROFILER_KEYS)
+    values = {k: _setting(r, ("profiler", k), v.SETTING[k]) for k in p}
+    values.setdefault("save_path", default_save_path(r.data["id"]))
+    return m.Profiler(**values)
 
 
 def _schedule(r: _Reader) -> m.Schedule:
-    s = r.mapping(("schedule",), m.SCHEDULE_KEYS)
-    values = {k: r.integer(("schedule", k), 1 if k == "active" else 0) for k in m.SCHEDULE_KEYS if k in s}
-    return m.Schedule(**values)
+    s = r.mapping(("schedule",), v.SCHEDULE_KEYS)
+    return m.Schedule(**{k: _setting(r, ("schedule", k), v.SETTING[k]) for k in s})
+
+
+def _setting(r: _Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
+    """One profiler or schedule value, read as its kind in the vocabulary says."""
+    kind = setting.kind
+    if kind == v.WORD:
+        return r.word(here, setting.values)
+    if kind == v.WORDS:
+        return tuple(r.strings(here, setting.values))
+    if kind == v.FLAG:
+        return r.boolean(here)
+    if kind == v.COUNT:
+        return r.integer(here, setting.minimum)
+    if kind == v.PATH:
+        path = r.string(here)
+        if "\x00" in path:
+            raise r.fail(here, f"{_name(here)} contains a NUL byte", "use a plain directory path")
+        return path
+    if kind == v.RANKS:
+        value = r.get(here)
+        if value == "all":
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
+        ):
+            raise r.fail(here, f"{_name(here)} must be `all` or a list of ranks, not {value!r}",
+                         f"write {setting.name}: all, or {setting.name}: [0, 1]")
+        return tuple(sorted(set(value)))
+    raise ValueError(f"{setting.key}: no reader for the kind {kind!r}")  # pragma: no cover
 
 
 def _options(r: _Reader) -> Tuple[m.Option, ...]:
@@ -442,10 +461,10 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
             if not is_identifier(name):
                 raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
         cls, method = _scope(r, here, p)
-        at = r.word(here + ("at",), m.POSITIONS)
-        action = r.word(here + ("action",), m.ACTIONS) if "action" in p else "step"
+        at = r.word(here + ("at",), v.POSITIONS)
+        action = r.word(here + ("action",), v.ACTIONS) if "action" in p else v.DEFAULT_ACTION
         call = None
-        if at in ("after_call", "before_call"):
+        if at in v.CALL_POSITIONS:
             if "call" not in p:
                 raise r.fail(here, f"`at: {at}` needs `call:` (the dotted callee, e.g. self._optimizer_step)",
                              "add `call: self.model_runner.execute_model` or similar")
@@ -456,7 +475,7 @@ def _points(r: _Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
             raise r.fail(here + ("call",), f"`call:` only goes with after_call / before_call, not {at}",
                          "remove `call:` or change `at:`", key=True)
         loop: Tuple[m.LoopSelector, ...] = ()
-        if at in ("before_loop", "loop_start", "loop_end"):
+        if at in v.LOOP_POSITIONS:
             if "loop" not in p:
                 raise r.fail(here, f"`at: {at}` needs `loop:` (iter, target or calls)",
                              "add e.g. `loop: {iter: micro_batches}`")
@@ -642,9 +661,7 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
         valid = _valid_override_keys(option_names)
         if parts[0] == "backend" and len(parts) == 1:
             data["backend"] = value
-        elif len(parts) == 2 and parts[0] in ("profiler", "schedule") and parts[1] in (
-            PROFILER_KEYS if parts[0] == "profiler" else m.SCHEDULE_KEYS
-        ):
+        elif len(parts) == 2 and parts[1] in v.SETTING and v.SETTING[parts[1]].section == parts[0]:
             section = data.get(parts[0])
             section = dict(section) if isinstance(section, dict) else {}
             section[parts[1]] = value
@@ -659,8 +676,8 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
 
 
 def _valid_override_keys(option_names: Sequence[str]) -> List[str]:
-    return (["backend"] + [f"profiler.{k}" for k in PROFILER_KEYS] + [f"schedule.{k}" for k in m.SCHEDULE_KEYS]
-            + list(option_names))
+    settings = [s.key for section in v.SECTIONS for s in v.SETTINGS if s.section == section]
+    return ["backend"] + settings + list(option_names)
 
 
 def _close_keys(key: str, valid: Sequence[str]) -> List[str]:

@@ -36,8 +36,8 @@ pytestmark = pytest.mark.usefixtures("clean_runtime")  # from conftest.py
 def test_runtime_and_backends_import_without_torch():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['torch_npu'] = None\n"
             "import patchkit.runtime, patchkit.backends as b\n"
-            "print(b.BACKENDS)\n"
-            "for name in b.BACKENDS:\n"
+            "print(b.names())\n"
+            "for name in b.names():\n"
             "    b.render(dict(backend=name, save_path='./o'), key='r')\n"
             "b.validate(dict(backend='npu'))\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -51,7 +51,7 @@ def test_runtime_and_backends_import_without_torch():
 
 
 def test_valid_settings_have_no_problems():
-    for b in backends.BACKENDS:
+    for b in backends.names():
         assert backends.validate(settings(backend=b)) == []
     assert backends.validate(settings(ranks=(0, 3), contents=("npu",), backend="npu", level="level_none")) == []
     assert backends.validate({}) == []  # defaults
@@ -94,7 +94,7 @@ def test_npu_needs_cpu_or_npu_contents():
 # render
 
 
-@pytest.mark.parametrize("backend", backends.BACKENDS)
+@pytest.mark.parametrize("backend", backends.names())
 def test_render_is_python_without_patchkit_calls(backend):
     text = backends.render(settings(backend=backend, mstx=True), key="verl-fsdp-logprob/ref")
     ast.parse(text)

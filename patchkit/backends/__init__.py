@@ -1,4 +1,4 @@
-"""Profiler backends: one recipe vocabulary, three profilers.
+"""Profiler backends: one recipe vocabulary, one module per profiler, registered by name.
 
 A backend turns the settings a recipe hands to ``patchkit.runtime.configure``
 (``backend``, ``level``, ``contents``, ``export_type``, ``analysis``,
@@ -8,6 +8,13 @@ snippets, one per moment of a capture (created, a step, a window opens, ...).
 The runtime compiles and runs exactly those snippets, and :func:`render`
 prints exactly those snippets, so what a reviewer reads in
 ``patchkit show RECIPE --backend B`` is what runs.
+
+The backends are the names :func:`register`-ed here, in this order: that
+registry is the one list of them.  A registered name is a valid ``backend:``
+in a recipe, ``backend=`` override and ``--backend`` choice, ``patchkit
+show`` renders its code and the runtime runs it.  The built-in ones are
+registered at the end of this module by module path, so naming them imports
+none of them.
 
 This module imports only the standard library; torch / torch_npu are imported
 by a backend's ``probe()`` when a capture is really created.
@@ -20,7 +27,10 @@ A backend module offers:
     import the profiler library and detect what the installed one accepts
     (may raise, e.g. ``ImportError`` without torch_npu);
 ``plan(settings, features, key) -> Plan``
-    the snippets for normalised settings.
+    the snippets for normalised settings;
+``check(settings) -> list of str`` (optional)
+    what this profiler would get wrong silently with settings that are
+    otherwise valid (standard library only: recipes are checked with it).
 """
 
 from __future__ import annotations
@@ -31,36 +41,15 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..record import Record
+from ..vocabulary import SCHEDULE_KEYS, SETTING, SETTINGS, problem
 
-BACKENDS = ("npu", "torch", "nsys")
-LEVELS = ("level_none", "level0", "level1", "level2")
-CONTENTS = ("npu", "cpu", "memory", "shapes", "module", "stack")
-EXPORT_TYPES = ("text", "db")
-SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
-PROFILER_KEYS = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
-KEYS = ("backend",) + PROFILER_KEYS + SCHEDULE_KEYS
+DEFAULT = "npu"  # the backend of a recipe that names none
+KEYS = ("backend",) + tuple(SETTING)  # what runtime.configure() takes
+DEFAULTS: Dict[str, Any] = {"backend": DEFAULT, **{s.name: s.default for s in SETTINGS}}
 
-DEFAULTS: Dict[str, Any] = {
-    "backend": "npu",
-    "level": "level0",
-    "contents": ("cpu", "npu"),
-    "export_type": "text",
-    "analysis": False,
-    "save_path": "./outputs/patchkit",
-    "ranks": "all",
-    "wait": 0,
-    "warmup": 0,
-    "active": 1,
-    "repeat": 1,
-    "skip_first": 0,
-    "mstx": False,
-}
-
-# torch_npu's tensorboard_trace_handler drops (returns None for) paths with other
-# characters up to its 2026-05 releases; patchkit accepts only this safe subset.
-NPU_PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
-
-_REGISTRY: Dict[str, Any] = {name: f"{__name__}.{name}" for name in BACKENDS}
+_REGISTRY: Dict[str, Any] = {}  # name -> backend module, or its dotted path until first used
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+_REQUIRED = ("STATIC_FEATURES", "probe", "plan")
 
 # Schedule actions, numbered like torch.profiler.ProfilerAction.
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
@@ -79,16 +68,40 @@ class Plan(Record):
 
 
 def register(name: str, module: Any) -> None:
-    """Make a backend available under ``name`` (a module object or its dotted path)."""
+    """Make backend ``name`` usable everywhere: recipes, ``backend=``, ``--backend``, ``show``, the runtime.
+
+    ``module`` is the backend module, or its dotted path (imported when the
+    backend is first used).  Registering a name again replaces its module.
+    The runtime of a training process knows the backends registered in that
+    process: the built-in ones, and those registered by code it imports.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"backend name {name!r}: use lower-case letters, digits and _, starting with a letter")
+    if not isinstance(module, str):
+        _check_module(name, module)
     _REGISTRY[name] = module
+
+
+def names() -> Tuple[str, ...]:
+    """The registered backends, in the order they were registered."""
+    return tuple(_REGISTRY)
 
 
 def get(name: str):
     """The backend module for ``name``; ``KeyError`` if there is none."""
     mod = _REGISTRY[name]
     if isinstance(mod, str):
-        mod = importlib.import_module(mod)
+        mod = _check_module(name, importlib.import_module(mod))
+        _REGISTRY[name] = mod
     return mod
+
+
+def _check_module(name: str, module: Any) -> Any:
+    missing = [attr for attr in _REQUIRED if not hasattr(module, attr)]
+    if missing:
+        raise TypeError(f"backend {name}: {getattr(module, '__name__', module)!r} has no {', '.join(missing)}; "
+                        "a backend module defines STATIC_FEATURES, probe() and plan() (see patchkit.backends)")
+    return module
 
 
 def probe(name: str) -> Dict[str, Any]:
@@ -166,23 +179,16 @@ def normalize(settings: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _name(key: str) -> str:
-    if key in SCHEDULE_KEYS:
-        return f"schedule.{key}"
-    if key in PROFILER_KEYS:
-        return f"profiler.{key}"
-    return key
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return SETTING[key].key if key in SETTING else key
 
 
 def validate(settings: Mapping[str, Any]) -> List[str]:
     """Problems a recipe author must fix before these settings can profile anything.
 
-    Empty list: fine.  Checks the vocabulary and the values every backend
-    needs, plus what a given backend would silently get wrong (a save_path
-    torch_npu would drop, an npu capture with neither cpu nor npu contents).
+    Empty list: fine.  Checks every setting against the vocabulary
+    (:mod:`patchkit.vocabulary`) and the backend against the registry, then,
+    when all of that holds, asks the backend module's ``check()`` what its
+    profiler would get wrong silently (a save_path torch_npu would drop, ...).
     """
     problems: List[str] = []
     for k in settings:
@@ -192,48 +198,20 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
     s.update({k: v for k, v in settings.items() if k in KEYS})
 
     backend = s["backend"]
-    if backend not in _REGISTRY:
+    if not isinstance(backend, str) or backend not in _REGISTRY:
         problems.append(f"backend {backend!r} is not one of {', '.join(_REGISTRY)}")
-    if s["level"] not in LEVELS:
-        problems.append(f"profiler.level {s['level']!r} is not one of {', '.join(LEVELS)}")
-    contents = s["contents"]
-    if not isinstance(contents, (list, tuple)) or not all(isinstance(c, str) for c in contents):
-        problems.append(f"profiler.contents must be a list of {', '.join(CONTENTS)}; got {contents!r}")
-        contents = ()
-    else:
-        bad = [c for c in contents if c not in CONTENTS]
-        if bad:
-            problems.append(f"profiler.contents: unknown {', '.join(map(repr, bad))}; use {', '.join(CONTENTS)}")
-    if s["export_type"] not in EXPORT_TYPES:
-        problems.append(f"profiler.export_type {s['export_type']!r} is not one of {', '.join(EXPORT_TYPES)}")
-    for k in ("analysis", "mstx"):
-        if not isinstance(s[k], bool):
-            problems.append(f"{_name(k)} must be true or false; got {s[k]!r}")
-    ranks = s["ranks"]
-    if ranks != "all" and not (
-        isinstance(ranks, (list, tuple)) and all(_is_int(r) and r >= 0 for r in ranks)
-    ):
-        problems.append(f"profiler.ranks must be 'all' or a list of ranks like [0, 1]; got {ranks!r}")
-    for k in SCHEDULE_KEYS:
-        v, low = s[k], (1 if k == "active" else 0)
-        if not _is_int(v) or v < low:
-            problems.append(f"{_name(k)} must be an integer >= {low}; got {v!r}")
-
-    path = s["save_path"]
-    if not isinstance(path, str) or not path.strip():
-        problems.append(f"profiler.save_path must be a non-empty path; got {path!r}")
-    elif backend == "npu":
-        bad_chars = sorted(set(path) - NPU_PATH_CHARS)
-        if bad_chars:
-            problems.append(
-                f"profiler.save_path {path!r} has characters torch_npu rejects ({' '.join(map(repr, bad_chars))}): "
-                "its tensorboard_trace_handler would return None and the trace would be silently discarded; "
-                "use only letters, digits, '.', '_', '-' and '/'")
-        elif len(path) > 4096 or any(len(part) > 255 for part in path.split("/")):
-            problems.append(f"profiler.save_path is too long for torch_npu (a part over 255 or all over 4096 characters)")
-    if backend == "npu" and not {"cpu", "npu"} & set(contents):
-        problems.append("profiler.contents needs cpu or npu (or both) for the npu backend: nothing would be collected")
-    return problems
+    for setting in SETTINGS:
+        found = problem(setting, s[setting.name])
+        if found:
+            problems.append(found)
+    if problems:
+        return problems
+    try:
+        module = get(backend)
+    except (ImportError, TypeError) as exc:  # a registered path that does not import, or is no backend
+        return [f"backend {backend!r} cannot be used: {exc}"]
+    check = getattr(module, "check", None)
+    return list(check(s)) if check is not None else []
 
 
 def role_of(key: Optional[str]) -> str:
@@ -395,3 +373,11 @@ def call(fn: str, args: Sequence[str], indent: str = "") -> List[str]:
     if not args:
         return [f"{indent}{fn}()"]
     return [f"{indent}{fn}("] + [f"{indent}    {a}," for a in args] + [f"{indent})"]
+
+
+# ---------------------------------------------------------------------------
+# the built-in backends (a new one: its module in this folder, and a line here)
+
+register("npu", f"{__name__}.npu")  # torch_npu.profiler, on Ascend NPUs
+register("torch", f"{__name__}.torch")  # torch.profiler: CPU, and CUDA when there is one
+register("nsys", f"{__name__}.nsys")  # Nsight Systems: CUDA profiler API edges, an NVTX range per step

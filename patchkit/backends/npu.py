@@ -18,6 +18,9 @@ from typing import Any, Callable, Dict, FrozenSet, List, Mapping
 from . import Plan, call, role_of
 
 P = "torch_npu.profiler"
+# torch_npu's tensorboard_trace_handler drops (returns None for) paths with other
+# characters up to its 2026-05 releases; patchkit accepts only this safe subset.
+PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
 LEVEL = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1", "level2": "Level2"}
 EXPORT = {"text": "Text", "db": "Db"}
 
@@ -62,6 +65,23 @@ def probe() -> Dict[str, Any]:
         "aic_none": hasattr(getattr(prof, "AiCMetrics", None), "AiCoreNone"),
         "mstx_range": hasattr(mstx, "range_start") and hasattr(mstx, "range_end"),
     }
+
+
+def check(s: Mapping[str, Any]) -> List[str]:
+    """What torch_npu would get wrong silently with these (otherwise valid) settings."""
+    problems = []
+    path = s["save_path"]
+    bad_chars = sorted(set(path) - PATH_CHARS)
+    if bad_chars:
+        problems.append(
+            f"profiler.save_path {path!r} has characters torch_npu rejects ({' '.join(map(repr, bad_chars))}): "
+            "its tensorboard_trace_handler would return None and the trace would be silently discarded; "
+            "use only letters, digits, '.', '_', '-' and '/'")
+    elif len(path) > 4096 or any(len(part) > 255 for part in path.split("/")):
+        problems.append("profiler.save_path is too long for torch_npu (a part over 255 or all over 4096 characters)")
+    if not {"cpu", "npu"} & set(s["contents"]):
+        problems.append("profiler.contents needs cpu or npu (or both) for the npu backend: nothing would be collected")
+    return problems
 
 
 def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:

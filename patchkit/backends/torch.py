@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
+from ..vocabulary import DEFAULTS
 from . import Plan, call, role_of
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
@@ -48,7 +49,7 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
         f"with_modules={'module' in contents!r}",
     ])
     notes = []
-    unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != _neutral(k)]
+    unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != DEFAULTS[k]]
     if unused:
         notes.append("torch.profiler has no equivalent of " + ", ".join(unused) + "; not used")
     return Plan(
@@ -62,6 +63,3 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
         notes=tuple(notes),
     )
 
-
-def _neutral(k: str) -> Any:
-    return {"level": "level0", "export_type": "text", "analysis": False, "mstx": False}[k]

@@ -1,0 +1,117 @@
+"""The recipe's words, in one table: what `profiler:` and `schedule:` take, and a point's `at:` and `action:`.
+
+Each setting is one :class:`Setting` row: its section, its name, its kind
+(which says its type), the words it allows, its default and a line of help.
+Everything that knows these words reads the table: the recipe loader (checks,
+defaults, the valid ``KEY=VALUE`` keys and their did-you-mean), the records
+of :mod:`patchkit.model`, :func:`patchkit.backends.validate` (the same checks
+on what the runtime is handed), ``patchkit show`` and, through
+``python -m patchkit.schema``, ``recipe.schema.json``.
+
+Backend names are not here: they are the names registered in
+:mod:`patchkit.backends` (``backends.names()``).
+
+Standard library only: ``patchkit --help`` imports this.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from .record import Record
+
+# The kinds of value a setting takes (its type).
+WORD = "word"  # one of ``values``
+WORDS = "words"  # a non-empty list of ``values`` (a recipe may write a single word)
+FLAG = "flag"  # true or false
+COUNT = "count"  # an integer >= ``minimum``
+PATH = "path"  # a non-empty path
+RANKS = "ranks"  # ``all``, or a list of ranks >= 0 (a recipe may write a single rank)
+
+
+class Setting(Record):
+    section: str  # "profiler" or "schedule"
+    name: str
+    kind: str
+    default: Any
+    values: Tuple[str, ...] = ()  # the words a WORD or WORDS setting allows
+    minimum: int = 0  # the least a COUNT may be
+    help: str = ""
+
+    @property
+    def key(self) -> str:
+        """How a ``KEY=VALUE`` override and an error message name it: ``profiler.level``."""
+        return f"{self.section}.{self.name}"
+
+
+# In the order of the keyword arguments of the inserted ``configure(...)`` line
+# (mstx came last); each section's keys keep this order.
+SETTINGS: Tuple[Setting, ...] = (
+    Setting("profiler", "level", WORD, "level0", ("level_none", "level0", "level1", "level2"),
+            help="how much the npu profiler collects"),
+    Setting("profiler", "contents", WORDS, ("cpu", "npu"), ("npu", "cpu", "memory", "shapes", "module", "stack"),
+            help="what is recorded"),
+    Setting("profiler", "export_type", WORD, "text", ("text", "db"), help="the npu trace format"),
+    Setting("profiler", "analysis", FLAG, False, help="analyse online when a window closes (npu)"),
+    Setting("profiler", "save_path", PATH, "./outputs/patchkit",
+            help="where traces go; a recipe's default is ./outputs/patchkit/<recipe id>"),
+    Setting("profiler", "ranks", RANKS, "all", help="all, or the ranks that profile, such as [0, 1]"),
+    Setting("schedule", "wait", COUNT, 0, help="steps to skip at the start of each cycle"),
+    Setting("schedule", "warmup", COUNT, 0, help="steps profiled but thrown away before each window"),
+    Setting("schedule", "active", COUNT, 1, minimum=1, help="steps recorded in each window"),
+    Setting("schedule", "repeat", COUNT, 1, help="cycles to record; 0: until the process ends"),
+    Setting("schedule", "skip_first", COUNT, 0, help="steps to skip once, before the first cycle"),
+    Setting("profiler", "mstx", FLAG, False, help="npu: an mstx range per step (lightweight markers)"),
+)
+
+SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}
+SECTIONS = ("profiler", "schedule")
+PROFILER_KEYS = tuple(s.name for s in SETTINGS if s.section == "profiler")
+SCHEDULE_KEYS = tuple(s.name for s in SETTINGS if s.section == "schedule")
+DEFAULTS: Dict[str, Any] = {s.name: s.default for s in SETTINGS}
+
+LEVELS = SETTING["level"].values
+CONTENTS = SETTING["contents"].values
+EXPORT_TYPES = SETTING["export_type"].values
+
+# A point's position (`at:`) and action.  The positions are the kinds of the
+# points registry (patchkit/points); a test holds the two equal.
+POSITIONS = ("method_start", "method_end", "on_exit", "after_call", "before_call", "before_loop", "loop_start",
+             "loop_end")
+CALL_POSITIONS = ("after_call", "before_call")  # these need `call:`
+LOOP_POSITIONS = ("before_loop", "loop_start", "loop_end")  # these need `loop:`
+ACTIONS = ("start", "step", "refuse")
+DEFAULT_ACTION = "step"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def problem(setting: Setting, value: Any) -> Optional[str]:
+    """What is wrong with ``value`` for ``setting`` (as the runtime is handed it), or None."""
+    key, kind = setting.key, setting.kind
+    if kind == WORD:
+        if not isinstance(value, str) or value not in setting.values:
+            return f"{key} {value!r} is not one of {', '.join(setting.values)}"
+    elif kind == WORDS:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            return f"{key} must be a list of {', '.join(setting.values)}; got {value!r}"
+        bad = [v for v in value if v not in setting.values]
+        if bad:
+            return f"{key}: unknown {', '.join(map(repr, bad))}; use {', '.join(setting.values)}"
+    elif kind == FLAG:
+        if not isinstance(value, bool):
+            return f"{key} must be true or false; got {value!r}"
+    elif kind == COUNT:
+        if not _is_int(value) or value < setting.minimum:
+            return f"{key} must be an integer >= {setting.minimum}; got {value!r}"
+    elif kind == PATH:
+        if not isinstance(value, str) or not value.strip():
+            return f"{key} must be a non-empty path; got {value!r}"
+    elif kind == RANKS:
+        if value != "all" and not (isinstance(value, (list, tuple)) and all(_is_int(r) and r >= 0 for r in value)):
+            return f"{key} must be 'all' or a list of ranks like [0, 1]; got {value!r}"
+    else:  # pragma: no cover - a row of the table with a kind nobody reads
+        raise ValueError(f"{key}: unknown kind {kind!r}")
+    return None
