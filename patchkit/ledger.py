@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterable, Iterator, Optional, Set
 
 from .errors import LedgerError, Location, LockedError
 from .targets import work_tree
@@ -124,20 +124,27 @@ class Ledger:
             atomic_write(path, data, mode=0o600)
         return digest
 
-    def drop_unused_backups(self) -> None:
-        """Delete the backups no record needs.  Only once the ledger on disk is the one in memory and no change
-        is pending: a process killed before that leaves every backup a recovery or a revert could still read."""
+    def drop_unused_backups(self, candidates: Iterable[str]) -> None:
+        """Delete those of ``candidates`` (backups this ledger named) that no record needs any more.
+
+        Only once the ledger on disk is the one in memory and no change is
+        pending: a process killed before that leaves every backup a recovery
+        or a revert could still read.  Backups this ledger never named are
+        left alone (a ledger moved aside still has its backups).
+        """
         if self.pending:
             return
         wanted = {rec.original_sha256 for rec in self.files.values()}
-        try:
-            names = os.listdir(self.backups)
-        except OSError:
-            return
-        for name in names:
-            if len(name) == 64 and name not in wanted and all(c in "0123456789abcdef" for c in name):
+        for name in set(candidates) - wanted:
+            if len(name) == 64 and all(c in "0123456789abcdef" for c in name):
                 with contextlib.suppress(OSError):
                     (self.backups / name).unlink()
+
+    def _named(self, records: Dict[str, Optional[dict]]) -> Set[str]:
+        """The backups named by the journal and by ``records`` (as saved in it) and the records in memory."""
+        named = {change["old"] for change in (self.pending or {}).get("files", [])}
+        named |= {r["original_sha256"] for r in records.values() if r and r.get("original_sha256")}
+        return named | {rec.original_sha256 for rec in self.files.values()}
 
     def read_backup(self, digest: str) -> Optional[bytes]:
         try:
@@ -178,6 +185,7 @@ class Ledger:
             "records": records_before,
         }
         self.save()
+        named = self._named(records_before)
         pause = float(os.environ.get("PATCHKIT_TEST_SLOW_WRITE", "0") or 0)
         try:
             for i, (path, _old, new) in enumerate(writes):
@@ -191,12 +199,13 @@ class Ledger:
                               "check disk space and permissions, then run the command again") from None
         self.pending = None
         self.save()
-        self.drop_unused_backups()
+        self.drop_unused_backups(named)
 
     def recover(self) -> None:
         """Undo a change that a dead process left half-written, and restore its records."""
         if not self.pending:
             return
+        named = self._named(self.pending.get("records", {}))
         for change in self.pending.get("files", []):
             path = Path(change["path"])
             for stale in path.parent.glob(f".{path.name}.*.patchkit-tmp"):  # a write killed before its rename
@@ -218,7 +227,7 @@ class Ledger:
                 self.files[key] = FileRecord.from_json(dict(record))
         self.pending = None
         self.save()
-        self.drop_unused_backups()
+        self.drop_unused_backups(named)
 
 
 def write_source(path: Path, data: bytes) -> None:

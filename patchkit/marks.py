@@ -63,14 +63,19 @@ def applied_ids(text: str) -> List[str]:
 
 
 
+def _mentions(line: str, recipe_id: str) -> bool:
+    """``line`` names ``recipe_id`` as a marker (``patchkit:verl-fsdp`` is not in ``patchkit:verl-fsdp-update``)."""
+    return re.search(rf"patchkit:{re.escape(recipe_id)}(?![a-z0-9._-])", line) is not None
+
+
 def leftover(text: str, gone: Collection[str], everything: bool) -> Optional[Tuple[int, str]]:
     """The first line, numbered as in ``text`` (the file on disk), that still mentions a recipe in ``gone``
     once their marked lines are out (or mentions the runtime unmarked, when ``everything``: no recipe is left)."""
     for number, line in enumerate(split_lines(text), 1):
         if any(is_own_line(line, rid) for rid in gone):
             continue  # taken out
-        if any(f"patchkit:{rid}" in line for rid in gone) or (everything and "_patchkit_runtime" in line
-                                                               and not is_own_line(line)):
+        if any(_mentions(line, rid) for rid in gone) or (everything and "_patchkit_runtime" in line
+                                                          and not is_own_line(line)):
             return number, line
     return None
 

@@ -14,7 +14,7 @@ from patchkit.ledger import Ledger, atomic_write, sha256
 from patchkit.model import Target
 from patchkit.targets import check_version, locate
 
-from conftest import snapshot
+from conftest import RECIPES, snapshot
 
 DP = "verl/workers/actor/dp_actor.py"
 
@@ -296,6 +296,21 @@ def test_backups_no_record_needs_are_deleted(tree, tmp_path, patchkit_home):
     assert _backups(patchkit_home) == set()
 
 
+def test_backups_of_a_ledger_moved_aside_are_kept(tree, tmp_path, patchkit_home):
+    """The hint for an unreadable ledger says its backups are still there: a new ledger must not delete them."""
+    one, two = tree("verl-0.6"), tmp_path / "two"
+    import shutil
+
+    shutil.copytree(one, two)
+    (two / DP).write_bytes((two / DP).read_bytes() + b"\n# another copy\n")
+    api.apply(api.load("verl-fsdp-update"), str(one))
+    kept = _backups(patchkit_home)
+    (patchkit_home / "ledger.json").rename(patchkit_home / "ledger.json.aside")
+    api.apply(api.load("verl-fsdp-update"), str(two))  # a fresh ledger writes and cleans up after itself
+    api.revert([], everything=True, root=str(two))
+    assert kept <= _backups(patchkit_home)  # the aside ledger's backup is still there
+
+
 def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patchkit_home, monkeypatch):
     """Killed after writing the files but before the ledger says so: the next command puts the patch back,
     so the backup it needs for the next revert must still be there."""
@@ -325,3 +340,18 @@ def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patc
     api.revert([], everything=True)
     assert snapshot(root) == original
     assert _backups(patchkit_home) == set()
+
+
+def test_reverting_a_recipe_whose_id_begins_another_leaves_the_other_alone(tree, tmp_path):
+    """verl-fsdp is a prefix of verl-fsdp-update: its revert must not take the other's lines for its own."""
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    mine = tmp_path / "verl-fsdp.yaml"
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace("id: verl-fsdp-update", "id: verl-fsdp"))
+    api.apply(api.load("verl-fsdp-update"), str(root))
+    with_update = (root / DP).read_bytes()
+    api.apply(api.load(str(mine)), str(root))
+    api.revert(["verl-fsdp"], root=str(root))
+    assert (root / DP).read_bytes() == with_update
+    api.revert(["verl-fsdp-update"], root=str(root))
+    assert (root / DP).read_bytes() == original
