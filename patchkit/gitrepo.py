@@ -269,9 +269,14 @@ def _forked(top: Path, tag: Optional[str]) -> Tuple[str, ...]:
     return tuple(names.split()) if names else ()
 
 
-def tracked(top: Path, paths: Iterable) -> set:
-    """Those of ``paths`` (absolute) that git tracks in ``top``, as given."""
+def tracked(top: Path, paths: Iterable) -> Optional[set]:
+    """Those of ``paths`` (absolute) that git tracks in ``top``, as given; None when git cannot tell
+    (no usable repository there, or git refuses it: another user's checkout, say)."""
     paths = list(paths)
     rels = {_rel(top, p): p for p in paths}
-    out = _ok(top, "ls-files", "-z", "--", *rels) if rels else ""
-    return {rels[name] for name in (out or "").split("\0") if name in rels}
+    if not rels:
+        return set()
+    out = _ok(top, "ls-files", "-z", "--", *rels)
+    if out is None:
+        return None
+    return {rels[name] for name in out.split("\0") if name in rels}

@@ -258,6 +258,8 @@ def _untracked(paths) -> list:
         tracked = gitrepo.tracked(top, paths)
     except PatchkitError:
         return []
+    if tracked is None:  # git cannot tell: keep them all
+        return []
     return [p for p in paths if p not in tracked]
 
 

@@ -194,9 +194,16 @@ def check_version(installed: Installed, target: Target, recipe_id: str, recipe_p
         hints.append(f"built-in recipes for {dist} {installed.shown}: {listed}")
     else:
         name = os.path.basename(recipe_path) if recipe_path else f"{recipe_id}.yaml"
+        if installed.kind == "branch":
+            change = f"add the branch to target.tags there (tags: [{installed.ref}])"
+        elif installed.at_least:
+            change = (f"change target.versions there to a range without an upper bound (\">={installed.version}\"): "
+                      "a version known only from below fits no range that ends")
+        else:
+            change = "change target.versions there to take this version"
         hints.append(f"no built-in recipe covers {dist} {installed.shown}; to adapt one, copy "
-                     f"{recipe_path or name} into a folder of your own (its file name must stay its id), change "
-                     f"target.versions there to take this version, and check it with `patchkit diff ./{name}`")
+                     f"{recipe_path or name} into a folder of your own (its file name must stay its id), {change}, "
+                     f"and check it with `patchkit diff ./{name}`")
     if installed.kind == "branch":
         hints.append(f"git branch {installed.ref} has no tag in its history: check out a release the recipe supports "
                      "(a branch made from one of its tags counts as that release)")

@@ -76,7 +76,8 @@ def declared(base: Path, package: str, top: Optional[Path] = None) -> Optional[T
         from . import gitrepo
 
         kept = gitrepo.tracked(top, files)
-        files = [f for f in files if f in kept]
+        if kept is not None:  # git cannot tell: every declared file counts
+            files = [f for f in files if f in kept]
     for path in files:
         version, what = _version_in_file(path)
         if version is not None:

@@ -216,6 +216,7 @@ def test_vllm_ascend_main_of_august_2026_is_only_known_to_be_0_25_1rc1_or_later_
     assert "setuptools-scm would say 0.19.1rc2.dev40" in err
     assert "supports vllm-ascend >=0.9.1,<0.24" in err
     assert "no built-in recipe covers vllm-ascend 0.25.1rc1 or later" in err and "--skip-version-check" in err
+    assert 'a range without an upper bound (">=0.25.1rc1")' in err  # an adapted range that ends would refuse it too
     assert "no release tag" not in err
     assert snapshot(repo.top) == before
 
@@ -287,6 +288,7 @@ def test_a_refusal_never_says_a_tag_it_names_has_no_release_tag(tmp_path):
     assert "verl work is installed (git branch work in" in result.stderr
     assert "git branch work has no tag in its history" in result.stderr
     assert "no built-in recipe covers verl work" in result.stderr
+    assert "add the branch to target.tags there (tags: [work])" in result.stderr  # a branch is no version range
 
 
 # ---------------------------------------------------------------- editable installs and build leftovers

@@ -125,3 +125,19 @@ def test_a_folder_outside_git_with_no_metadata_takes_its_declared_version(tmp_pa
     root = write(tmp_path / "verl-src", {"verl/__init__.py": "", "verl/version/version": "0.7.0.dev\n"})
     installed = locate(Target("verl", "verl", ">=0.4", ("x.py",)), str(root))
     assert installed.version == "0.7.0.dev" and installed.version_from == f"verl/version/version in {root}"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give the checkout away")
+def test_a_checkout_git_refuses_to_read_still_gives_its_declared_version(tmp_path):
+    """Another user's checkout (sudo, a container): git says "dubious ownership" and answers nothing."""
+    top = write(tmp_path / "checkout", {"pkg/__init__.py": "", "pkg/version/version": "0.7.0.dev\n"})
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "one")
+    for path in [top, *top.rglob("*")]:
+        os.chown(path, 65534, 65534, follow_symlinks=False)
+    probe = subprocess.run(["git", "ls-files"], cwd=top, capture_output=True, text=True,
+                           env=dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull))
+    assert probe.returncode != 0  # the premise: git refuses this checkout
+    found = read(top, "pkg")
+    assert found is not None and found.version == "0.7.0.dev"
