@@ -57,4 +57,5 @@ def runtime_missing(root: Path) -> Optional[str]:
         return None
     return (f"{root} has no patchkit: a Python that imports packages from there cannot import patchkit.runtime, "
             f"so the inserted lines will do nothing there (one line on stderr says so when the module is imported); "
-            f"install {DISTRIBUTION} (the same build as here) into that environment")
+            f"install this build of patchkit ({DISTRIBUTION}: a wheel built from its checkout, or a path that "
+            f"environment shares; it is not the registry's `patchkit`) into that environment")

@@ -166,14 +166,22 @@ def test_literals_stay_literals(value):
     assert ast.literal_eval(literal([value, 1, True, None])) == (value, 1, True, None)
 
 
-def test_the_noop_stand_in_offers_every_name_the_points_call():
+def test_the_noop_stand_in_offers_every_name_the_generated_lines_call(tmp_path):
+    """Every ``_patchkit_runtime.<name>`` that any built-in recipe's lines call exists on the stand-in and does nothing."""
+    import re
+
     import patchkit.codegen as codegen
-    import patchkit.runtime as runtime
 
     stand_in = eval(codegen.NOOP)  # noqa: S307 - patchkit's own constant
-    called = {name for name in runtime.__all__ if name in ("configure", "start", "step", "refuse", "on_exit")}
-    assert called == {"configure", "start", "step", "refuse", "on_exit"}
-    assert all(callable(getattr(stand_in, name)) for name in called)
+    called = set()
+    for settings in api.all_recipes():
+        for point in settings.active_points():
+            line = codegen.exit_decorator(settings, point) if point.at == "on_exit" else codegen.call_statement(settings, point)
+            called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", line))
+        called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(header_lines(settings))))
+    assert {"configure", "start", "step", "refuse", "on_exit"} <= called
+    for name in called:
+        assert callable(getattr(stand_in, name)), name
     assert stand_in.on_exit("k", lambda *a: True)(len) is len
     assert stand_in.configure("r", backend="torch") is None and stand_in.step("k") is None
-
+    assert stand_in.start("k") is None and stand_in.refuse("k", "why") is None
