@@ -276,6 +276,10 @@ class Program:
     def has(self, section: str) -> bool:
         return section in self.sections
 
+    def code(self, section: str) -> Any:
+        """The compiled ``section`` or None, for a caller that runs it as :meth:`run` does, without the lookups."""
+        return self._code.get(section)
+
     def snapshot(self) -> None:
         """Remember what is in the trace folder now; :meth:`new_traces` reports what appears later."""
         self._seen = set(self._listdir())

@@ -1,0 +1,245 @@
+"""One key's capture: the schedule and window state machine that runs a backend's profiler code.
+
+A :class:`Capture` is driven by ``patchkit.runtime`` from the thread that
+created it.  Its schedule is exactly ``torch.profiler.schedule(wait, warmup,
+active, repeat, skip_first)``; sections of the backend's program (see
+``patchkit.backends``) run at the moments the schedule calls for.
+
+Between two *schedule events* (a window opens, a window closes, the schedule
+is over) a step only runs the ``advance`` section (plus ``step_exit`` /
+``step_enter`` inside a window, when the backend has them).  :meth:`Capture.arm`
+works out, after each event, the next step at which one can happen, so the
+steps in between take :meth:`Capture.quick_step`: no lock, no schedule
+arithmetic, one ``exec`` of code compiled when the capture was created.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from .runtime_registry import fail, lock, retire, say
+
+NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
+
+_get_ident = threading.get_ident
+
+
+class Capture:
+    """One key's profiler, driven by the schedule (see patchkit.backends for the code it runs)."""
+
+    def __init__(self, key, s, rank):
+        from patchkit.backends import schedule_action, schedule_end
+
+        self.key = key
+        self.s = s
+        self.backend = s["backend"]
+        self.rank = rank
+        self.program = None
+        self.thread = _get_ident()
+        self.thread_name = threading.current_thread().name
+        self.sched = tuple(s[k] for k in ("wait", "warmup", "active", "repeat", "skip_first"))
+        self._action = schedule_action
+        self.end = schedule_end(*self.sched)
+        self.n = 0
+        self.window = None  # (first, last) recorded step of the open window
+        self.in_step = False  # a per-step range is open
+        self.ended = False
+        self.recorded = []
+        self.traces = []
+        self.error = None
+        # for quick_step, set by arm(): steps below next_event are no event
+        self.next_event = 0
+        self.namespace = None
+        self.advance_code = None  # the "advance" section; None: the per-step sections run instead
+
+    def action(self, n):
+        return self._action(n, *self.sched)
+
+    # -- the schedule events ---------------------------------------------------
+
+    def begin(self):
+        p = self.program
+        p.snapshot()
+        p.run("create")
+        p.run("begin")
+        self._settle(None, self.action(0))
+        self.arm()
+
+    def advance(self):
+        """One step, working out from the schedule what it must do (the full path)."""
+        prev = self.action(self.n)
+        if self.in_step:
+            self.in_step = False
+            self.program.run("step_exit", self.n)
+        self.n += 1
+        self.program.run("advance", self.n)
+        self._settle(prev, self.action(self.n))
+        self.arm()
+
+    def arm(self):
+        """Prepare :meth:`quick_step` for the steps up to the next schedule event."""
+        if self.ended:
+            return
+        self.next_event = self._next_event(self.n)
+        self.namespace = self.program.namespace
+        self.advance_code = None if self.in_step else self.program.code("advance")
+
+    def _next_event(self, n):
+        """The first step after ``n`` at which a window may open or close, or the schedule end.
+
+        Windows open only at a cycle's first recorded step and close only at a
+        cycle's first step (after the RECORD_AND_SAVE step before it); the end
+        is a cycle's first step too.
+        """
+        wait, warmup, active, _repeat, skip_first = self.sched
+        if n < skip_first:
+            return skip_first
+        cycle = wait + warmup + active
+        first = n - (n - skip_first) % cycle
+        opens = first + wait + warmup
+        return opens if opens > n else first + cycle
+
+    def _settle(self, prev, cur):
+        n = self.n
+        if prev == RECORD_AND_SAVE and self.window is not None:
+            self._close(n - 1)
+        if cur in (RECORD, RECORD_AND_SAVE) and self.window is None:
+            wait, warmup, active, _repeat, skip_first = self.sched
+            cycle = wait + warmup + active
+            last = n + cycle - 1 - (n - skip_first) % cycle  # this cycle's RECORD_AND_SAVE step
+            self.window = (n, last)
+            self.program.run("window_open", n)
+            where = self.program.trace_dir or f"the {self.backend} report"
+            say(f"{self.key}: recording {_span(n, last)} (rank {self.rank}, {self.backend}) -> {where}")
+        if self.end is not None and n >= self.end:
+            self.finish("schedule over")
+            return
+        if self.window is not None and self.program.has("step_enter"):
+            self.program.run("step_enter", n)
+            self.in_step = True
+
+    # -- the steps in between -------------------------------------------------
+
+    def quick_step(self):
+        """A step that is no schedule event, from the owning thread; False: take the full path instead.
+
+        Only the owning thread calls into the profiler, and only it changes
+        this capture between events, so no lock is taken.  A failure is one
+        line and finishes the key, as on the full path.
+        """
+        n = self.n + 1
+        if n >= self.next_event or _get_ident() != self.thread:
+            return False
+        code = self.advance_code
+        try:
+            if code is not None:
+                self.n = n
+                ns = self.namespace
+                ns["step"] = n
+                exec(code, ns)
+            else:
+                self._hooked_step(n)
+        except Exception as exc:
+            fail(self.key, f"the profiler failed at step {self.n}", exc)
+        return True
+
+    def _hooked_step(self, n):
+        """A step without a lone ``advance`` to run: the per-step sections around it, or nothing (nsys)."""
+        p = self.program
+        if self.in_step:
+            self.in_step = False
+            p.run("step_exit", n - 1)
+        self.n = n
+        p.run("advance", n)
+        if self.window is not None and p.has("step_enter"):
+            p.run("step_enter", n)
+            self.in_step = True
+
+    # -- closing ------------------------------------------------------------------
+
+    def _close(self, last):
+        first = self.window[0]
+        self.window = None
+        self.program.run("window_close", last)
+        self.recorded.append((first, last))
+        self._log_close(first, last, "")
+
+    def _log_close(self, first, last, why):
+        new = self.program.new_traces()
+        self.traces += new
+        if self.program.trace_dir is None:
+            where = f"written by {self.backend} itself"
+        elif new:
+            where = ", ".join(new)
+        else:
+            where = f"none found in {self.program.trace_dir}"
+        say(f"{self.key}: window closed after step {last}{why} ({_span(first, last)} recorded); trace: {where}")
+        for path in new:
+            if _cut_short(path):
+                say(f"{self.key}: {path} ends in the middle of its data: the disk was full or a file size limit "
+                    "was hit while it was written; free space and capture again")
+
+    def finish(self, reason):
+        """Stop for good: close an open window (flushing it), stop the profiler, mark the key finished."""
+        with lock:
+            if self.ended:
+                return
+            p = self.program
+            if self.in_step:
+                self.in_step = False
+                p.run("step_exit", self.n)
+            window = self.window
+            self.window = None
+            if window is not None:
+                p.run("window_close", self.n)
+            self.ended = True
+            p.run("end", self.n)
+            if window is not None:
+                self.recorded.append((window[0], self.n))
+                self._log_close(window[0], self.n, f" at {reason}")
+            p.namespace.clear()  # let the profiler and its events go
+            retire(self.key, self)
+
+    def abandon(self):
+        """At exit, owned by another thread: forget it without touching the profiler."""
+        if self.window:
+            say(f"{self.key}: a window is still open at exit in thread {self.thread_name}; it cannot be "
+                "flushed from another thread, so it is lost")
+        self.ended = True
+        retire(self.key, self)
+
+    def quiet_end(self):
+        """After a failure: release the profiler, say nothing, never raise."""
+        if self.ended or self.program is None or self.thread != _get_ident():
+            self.ended = True  # (a profiler must not be stopped from another thread: torch may crash)
+            return
+        self.ended = True
+        for section in (("step_exit",) if self.in_step else ()) + (("window_close",) if self.window else ()) + ("end",):
+            try:
+                self.program.run(section, self.n)
+            except Exception:
+                pass
+        self.in_step = False
+        self.window = None
+        self.program.namespace.clear()
+
+
+def _cut_short(path):
+    """A JSON trace whose last bytes do not close it was cut off (profilers write it without checking)."""
+    if not path.endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 64))
+            tail = handle.read().rstrip()
+    except OSError:
+        return False
+    return not tail.endswith((b"}", b"]"))
+
+
+def _span(a, b):
+    return f"step {a}" if a == b else f"steps {a}-{b}"

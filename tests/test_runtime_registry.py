@@ -1,0 +1,89 @@
+"""patchkit.runtime_registry: the process-wide tables, lines said once, failures that finish a key."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchkit import runtime_registry as reg
+
+pytestmark = pytest.mark.usefixtures("clean_runtime")  # from conftest.py
+
+
+class Cap:
+    """A stand-in capture: notes that it was told to release its profiler."""
+
+    def __init__(self):
+        self.error = None
+        self.released = 0
+
+    def quiet_end(self):
+        self.released += 1
+
+
+def err_lines(capsys):
+    return capsys.readouterr().err.splitlines()
+
+
+def test_none_is_always_finished_even_after_clearing():
+    reg.finished.add("k")
+    reg.clear()
+    assert reg.finished == {None}
+
+
+def test_retire_finishes_the_key_and_frees_the_one_capture_slot():
+    cap = Cap()
+    reg.captures["k"] = cap
+    reg.quick["k"] = lambda: True
+    reg.state["active"] = "k"
+    reg.retire("k", cap)
+    assert "k" in reg.finished and reg.done["k"] is cap
+    assert "k" not in reg.captures and "k" not in reg.quick and reg.state["active"] is None
+
+
+def test_retire_leaves_another_key_capturing():
+    reg.state["active"] = "other"
+    reg.retire("k", None)
+    assert reg.state["active"] == "other" and "k" in reg.finished and "k" not in reg.done
+
+
+def test_fail_is_one_line_releases_the_profiler_and_the_job_goes_on(capsys):
+    cap = Cap()
+    reg.captures["k"] = cap
+    reg.fail("k", "the profiler failed at step 3", OSError("disk gone\nmore detail"))
+    assert err_lines(capsys) == ["[patchkit] k: the profiler failed at step 3: OSError: disk gone; not profiling k "
+                                 "in this process, the job runs on"]
+    assert cap.released == 1 and cap.error == "the profiler failed at step 3: OSError: disk gone\nmore detail"
+    assert "k" in reg.finished and reg.done["k"] is cap
+
+
+@pytest.mark.parametrize("how", ["env", "call"])
+def test_fail_raises_in_strict_mode(how, monkeypatch, capsys):
+    if how == "env":
+        monkeypatch.setenv("PATCHKIT_STRICT", "1")
+    else:
+        reg.state["strict"] = True
+    with pytest.raises(ValueError, match="bad"):
+        reg.fail("k", "could not start the profiler", ValueError("bad"))
+    assert "k" in reg.finished and len(err_lines(capsys)) == 1
+
+
+def test_strict_mode_off_for_an_empty_or_zero_variable(monkeypatch):
+    for value in ("", "0"):
+        monkeypatch.setenv("PATCHKIT_STRICT", value)
+        assert not reg.strict()
+
+
+def test_once_says_a_topic_once(capsys):
+    for _ in range(3):
+        reg.once(("k", "busy"), "k: busy")
+    reg.once(("j", "busy"), "j: busy")
+    assert err_lines(capsys) == ["[patchkit] k: busy", "[patchkit] j: busy"]
+
+
+def test_say_survives_a_closed_stderr(monkeypatch):
+    class Closed:
+        def write(self, text):
+            raise ValueError("I/O operation on closed file")
+
+    monkeypatch.setattr("sys.stderr", Closed())
+    reg.say("nothing raises")
