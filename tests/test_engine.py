@@ -379,32 +379,19 @@ def test_split_lines_breaks_only_where_python_does(text):
     assert all(line.endswith(("\r", "\n")) for line in lines[:-1])
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("_patchkit_runtime.step(  # patchkit:t", "generated line is not valid Python"),
-    ("x = 1\ny = 2  # patchkit:t", "do not make one statement each"),
-    ("@_patchkit_runtime.on_exit('t')  # patchkit:t\ndef f(): pass", "do not make one statement each"),
-])
-def test_a_generated_line_libcst_refuses_is_an_internal_error_not_a_write(tmp_path, monkeypatch, bad, message):
+def test_a_new_statement_that_is_not_one_marked_line_is_an_internal_error_not_a_write(tmp_path, monkeypatch):
+    """The last check reads the new text against the input: anything but whole marked lines added is refused."""
+    import libcst as cst
+
     from patchkit import codegen
 
-    monkeypatch.setattr(codegen, "call_statement", lambda settings, point: bad)
+    real = codegen.point_statement
+    with_comment = lambda s, p: real(s, p).with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment("# a note"))])
+    monkeypatch.setattr(codegen, "point_statement", with_comment)
     result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
-    assert isinstance(result, CannotApply) and "internal error" in result.reason and message in result.reason
-    assert bad.splitlines()[0] in result.reason
-
-
-@pytest.mark.parametrize("codes, ok", [
-    (["step()  # patchkit:t", "if x: step()  # patchkit:t", "@on_exit()  # patchkit:t"], True),
-    (["step()  # patchkit:t", "# patchkit:t"], False),  # a comment-only line makes no statement
-    (["f(  # patchkit:t", ")  # patchkit:t"], False),  # one statement over two lines
-    (["x = 1\ny = 2  # patchkit:t"], False),  # a line break inside a line
-    (["@on_exit()  # patchkit:t\ndef f(): pass"], False),
-])
-def test_the_libcst_check_wants_each_line_to_be_one_statement(codes, ok):
-    from patchkit.engine import _check_with_libcst, _Failed
-
-    if ok:
-        _check_with_libcst(codes)
-    else:
-        with pytest.raises(_Failed, match="internal error"):
-            _check_with_libcst(codes)
+    assert isinstance(result, CannotApply) and result.reason.startswith("internal error: the new text changes line 11")
+    assert result.line == 11  # where the unmarked line appears: before `return xs`
+    unmarked = lambda s, p: real(s, p).with_changes(trailing_whitespace=cst.TrailingWhitespace())
+    monkeypatch.setattr(codegen, "point_statement", unmarked)
+    result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
+    assert isinstance(result, CannotApply) and "internal error" in result.reason
