@@ -171,9 +171,15 @@ class _OneLine(cst.CSTTransformer):
         return cst.SimpleWhitespace(" ") if "\\" in updated_node.value else updated_node  # a backslash continuation
 
 
+class NotOneLine(ValueError):
+    """A parameter's default cannot be written on one line (a string literal over several lines)."""
+
+
 def _plain(param: cst.Param) -> cst.Param:
     """The parameter without its annotation or the source's spacing: ``name``, ``*name``, ``name=default``."""
     default = param.default.visit(_OneLine()) if param.default is not None else None
+    if default is not None and any(ch in code(default) for ch in "\r\n"):
+        raise NotOneLine(f"the default value of parameter {param.name.value} spans lines")
     return cst.Param(name=param.name, default=default, star=param.star,
                      equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                            whitespace_after=cst.SimpleWhitespace("")) if default else cst.MaybeSentinel.DEFAULT)
@@ -204,23 +210,29 @@ def exit_decorator_node(settings: Settings, point: Point, func: Optional[cst.Fun
     """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the target's own parameters.
 
     The target is a method, or a module-level function (no ``self``).
+    Raises :class:`NotOneLine` when a default value cannot be repeated on one line.
     """
     key, guard = _key_and_guard(settings, point)
-    params = lambda_parameters(func.params) if func is not None else _generic_parameters(point)
-    args: List[cst.BaseExpression] = [key if isinstance(key, cst.SimpleString) else cst.Lambda(params, key)]
-    if guard is not None:
-        args.append(cst.Lambda(params, guard))
+    if isinstance(key, cst.SimpleString) and guard is None:
+        args: List[cst.BaseExpression] = [key]
+    else:
+        params = lambda_parameters(func.params) if func is not None else _generic_parameters(point)
+        args = [key if isinstance(key, cst.SimpleString) else cst.Lambda(params, key)]
+        if guard is not None:
+            args.append(cst.Lambda(params, guard))
     return cst.Decorator(decorator=_runtime("on_exit", *args), trailing_whitespace=marker_comment(settings.id))
 
 
 def code(node: cst.CSTNode) -> str:
-    """The one line a statement or decorator node makes, without its newline."""
+    """The source of a node (a statement or decorator: its one line, without the newline)."""
     return cst.Module(body=[]).code_for_node(node).rstrip("\r\n")
 
 
 def call_statement(settings: Settings, point: Point) -> str:
+    """:func:`point_statement` as ``patchkit show`` prints it."""
     return code(point_statement(settings, point))
 
 
 def exit_decorator(settings: Settings, point: Point, func: Optional[cst.FunctionDef] = None) -> str:
+    """:func:`exit_decorator_node` as ``patchkit show`` prints it (without a target: ``self, *args, **kwargs``)."""
     return code(exit_decorator_node(settings, point, func))

@@ -19,10 +19,11 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from . import codegen
-from .marks import applied_ids, is_own_line, newline_of, split_lines, strip  # noqa: F401  (re-exported)
+from .marks import applied_ids, is_own_line, split_lines, strip  # noqa: F401  (applied_ids re-exported)
 from .model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
 from .points import REGISTRY, Decorate, NotFound, Positions, Scan
 from .points.lookup import Missing, find_function
+
 
 class _Failed(Exception):
     def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None, hint: str = ""):
@@ -36,7 +37,7 @@ def transform(source: str, settings: Settings, points: Optional[Sequence[Point]]
     original = strip(source, settings.id)
     try:
         text = _codemod(original, settings, settings.active_points() if points is None else points)
-        insertions = _insertions(original, text, settings.id)
+        insertions = _insertions(text, settings.id)
         _check_compiles(original, text, path)
     except _Failed as failed:
         return failed.result
@@ -91,25 +92,33 @@ def _codemod(original: str, settings: Settings, points: Sequence[Point]) -> str:
             func, holders = find_function(module, cls, method, nested, positions)
         except Missing as missing:
             raise _Failed(missing.reason + _named_by(pts), missing.line, missing.col, missing.hint) from None
-        scan = Scan(func, cls, method if not nested else f"{method}.{nested}", positions)
-        for point in pts:
-            try:
-                sites = REGISTRY[point.at](scan, point)
-            except NotFound as exc:
-                raise _Failed(exc.reason, exc.line) from None
-            for site in sites:
-                if isinstance(site, Decorate):
-                    edit.decorate(site.func, codegen.exit_decorator_node(settings, point, site.func))
-                    continue
-                if not isinstance(site.block, cst.IndentedBlock):
-                    where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {scan.line(site.owner)}"
-                    raise _Failed(f"{where} in {scan.qualname} is written on one line; patchkit only adds whole lines",
-                                  scan.line(site.block.body[0]))
-                edit.before(site.block, site.index, codegen.point_statement(settings, point))
+        _plan(edit, Scan(func, cls, method if not nested else f"{method}.{nested}", positions), settings, pts)
         edit.holders.update(map(id, holders))
     text = module.visit(edit).code
     _check_round_trip(module, original, text, settings.id)
     return text
+
+
+def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]) -> None:
+    """Each point's statement (or decorator), handed to the transformer with the place it goes."""
+    for point in points:
+        try:
+            sites = REGISTRY[point.at](scan, point)
+        except NotFound as exc:
+            raise _Failed(exc.reason, exc.line) from None
+        for site in sites:
+            if isinstance(site, Decorate):
+                try:
+                    edit.decorate(site.func, codegen.exit_decorator_node(settings, point, site.func))
+                except codegen.NotOneLine as exc:
+                    raise _Failed(f"on_exit repeats the parameters of {scan.qualname} in a one-line lambda, but {exc}",
+                                  scan.line(site.func)) from None
+                continue
+            if not isinstance(site.block, cst.IndentedBlock):  # ``if x: f()``, ``def f(self): return 1``
+                where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {scan.line(site.owner)}"
+                raise _Failed(f"{where} in {scan.qualname} is written on one line; patchkit only adds whole lines",
+                              scan.line(site.block.body[0]))
+            edit.before(site.block, site.index, codegen.point_statement(settings, point))
 
 
 def _header_at(module: cst.Module, original: str, positions: Positions) -> int:
@@ -222,13 +231,15 @@ def _put(body: Sequence[cst.BaseStatement], new: List[Tuple[int, cst.BaseStateme
 
 def _check_round_trip(module: cst.Module, original: str, text: str, recipe_id: str) -> None:
     """Taking the new lines out of ``text`` must give ``original`` back: the change is insertions only."""
-    old = split_lines(original)
-    if old and not old[-1].endswith(("\n", "\r")) and text.endswith(codegen.marker(recipe_id)):
+    last_line = text[max(text.rfind("\n"), text.rfind("\r")) + 1:]
+    if original and not original.endswith(("\n", "\r")) and is_own_line(last_line, recipe_id):
         raise _Failed("the file does not end with a newline and the line would go after its last line; "
-                      "patchkit only adds whole lines (add a newline at the end of the file)", len(old))
-    if strip(text, recipe_id) == original:
+                      "patchkit only adds whole lines (add a newline at the end of the file)", len(split_lines(original)))
+    kept = strip(text, recipe_id)
+    if kept == original:
         return
-    line = next((k for k, (a, b) in enumerate(zip(old, split_lines(strip(text, recipe_id))), 1) if a != b), len(old))
+    old = split_lines(original)
+    line = next((k for k, (a, b) in enumerate(zip(old, split_lines(kept)), 1) if a != b), len(old))
     if module.code != original:  # libcst itself does not give this file back (e.g. a form feed in an indentation)
         raise _Failed(f"libcst does not reproduce line {line} of this file byte for byte; "
                       "patchkit changes only files it can give back exactly", line,
@@ -237,7 +248,7 @@ def _check_round_trip(module: cst.Module, original: str, text: str, recipe_id: s
                   "nothing was written (please report this with the target file)", line)
 
 
-def _insertions(original: str, text: str, recipe_id: str) -> List[Insertion]:
+def _insertions(text: str, recipe_id: str) -> List[Insertion]:
     """The marked lines of ``text``, each with the index of the original line it goes before."""
     out, k = [], 0
     for line in split_lines(text):

@@ -1,9 +1,10 @@
 """Injection points: one small module per kind, a registry from the YAML word to it.
 
-Each finder gets a :class:`Scan` of one function on libcst's tree (every
-block, statement, loop and call in it, nested functions and classes left
-out) and a :class:`~patchkit.model.Point`, and returns the :class:`Site`
-objects where the point's statement goes (or a :class:`Decorate`), or raises
+Each finder gets a :class:`Scan` of one function on libcst's tree (its
+blocks, statements and loops; its calls and yields when asked; nested
+functions and classes left out) and a :class:`~patchkit.model.Point`, and
+returns the :class:`Site` objects where the point's statement goes (a block
+of the tree and an index in it) or a :class:`Decorate`, or raises
 :class:`NotFound` with a precise reason.  Line numbers for those reasons come
 from libcst's position metadata, resolved only when a reason needs one.
 """
