@@ -9,7 +9,7 @@ recipe was loaded, and guard expressions were parsed then (here libcst parses
 them again into nodes).  Every statement ends with the marker comment
 ``# patchkit:<recipe-id>`` on its one line, so it can be found and taken out
 again.  The module header is kept as text (:func:`header_lines`, which
-``show`` prints and the examples leave out) and parsed into nodes once.
+``show`` prints and the examples leave out), and libcst parses it into nodes.
 """
 
 from __future__ import annotations
@@ -89,9 +89,13 @@ def header_lines(settings: Settings) -> List[str]:
     ]
 
 
+class CannotWrite(ValueError):
+    """What the line would have to hold cannot go on one line of Python (the message says what)."""
+
+
 def marker_comment(recipe_id: str) -> cst.TrailingWhitespace:
     """``  # patchkit:<id>`` at the end of an inserted line."""
-    return cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(marker(recipe_id).lstrip()))
+    return cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(f"# {MARKER}:{recipe_id}"))
 
 
 def header_statements(settings: Settings) -> List[cst.BaseStatement]:
@@ -107,6 +111,14 @@ def header_statements(settings: Settings) -> List[cst.BaseStatement]:
     guarded = guarded.with_changes(body=guarded.body.with_changes(indent=indent),
                                    handlers=[h.with_changes(body=h.body.with_changes(indent=indent)) for h in guarded.handlers])
     return [guarded, configure]
+
+
+def _expression(text: str) -> cst.BaseExpression:
+    """A guard or role expression (validated when the recipe was loaded) as a libcst node."""
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError as exc:
+        raise CannotWrite(f"libcst cannot read the expression {text!r} ({exc.message})") from None
 
 
 def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -128,12 +140,12 @@ def _key_and_guard(settings: Settings, point: Point):
         if role in (None, "all"):  # "id/actor" if (...) else "id/ref" if (...) else None
             key = cst.Name("None")
             for name, expr in reversed(recipe.roles):
-                key = cst.IfExp(test=_parenthesized(cst.parse_expression(expr)), body=_str_node(f"{recipe.id}/{name}"),
+                key = cst.IfExp(test=_parenthesized(_expression(expr)), body=_str_node(f"{recipe.id}/{name}"),
                                 orelse=key)
         else:
             key = _str_node(f"{recipe.id}/{role}")
             guards.append(roles[role])
-    parsed = [cst.parse_expression(g) for g in guards]
+    parsed = [_expression(g) for g in guards]
     guard = parsed[0] if len(parsed) == 1 else None
     if len(parsed) > 1:  # (a) and (b) and (c)
         guard = _parenthesized(parsed[0])
@@ -148,11 +160,14 @@ def _runtime(name: str, *args: cst.BaseExpression) -> cst.Call:
 
 
 def point_statement(settings: Settings, point: Point) -> cst.BaseStatement:
-    """The statement at a point: ``_patchkit_runtime.step(key)``, or ``if guard: ...`` on one line."""
+    """The statement at a point: ``_patchkit_runtime.step(key)``, or ``if guard: ...`` on one line.
+
+    Raises :class:`CannotWrite` for a guard libcst cannot read.
+    """
     key, guard = _key_and_guard(settings, point)
     if point.action == "refuse":  # the whole recipe, whatever the role: guard and reason only
         call = _runtime("refuse", _str_node(settings.id), _str_node(point.reason))
-        guard = cst.parse_expression(point.guard) if point.guard else None
+        guard = _expression(point.guard) if point.guard else None
     else:
         call = _runtime(point.action, key)
     tail = marker_comment(settings.id)
@@ -171,15 +186,12 @@ class _OneLine(cst.CSTTransformer):
         return cst.SimpleWhitespace(" ") if "\\" in updated_node.value else updated_node  # a backslash continuation
 
 
-class NotOneLine(ValueError):
-    """A parameter's default cannot be written on one line (a string literal over several lines)."""
-
-
 def _plain(param: cst.Param) -> cst.Param:
     """The parameter without its annotation or the source's spacing: ``name``, ``*name``, ``name=default``."""
     default = param.default.visit(_OneLine()) if param.default is not None else None
     if default is not None and any(ch in code(default) for ch in "\r\n"):
-        raise NotOneLine(f"the default value of parameter {param.name.value} spans lines")
+        raise CannotWrite(f"on_exit repeats the parameters in a one-line lambda, "
+                          f"but the default value of parameter {param.name.value} spans lines")
     return cst.Param(name=param.name, default=default, star=param.star,
                      equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                            whitespace_after=cst.SimpleWhitespace("")) if default else cst.MaybeSentinel.DEFAULT)
@@ -210,7 +222,7 @@ def exit_decorator_node(settings: Settings, point: Point, func: Optional[cst.Fun
     """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the target's own parameters.
 
     The target is a method, or a module-level function (no ``self``).
-    Raises :class:`NotOneLine` when a default value cannot be repeated on one line.
+    Raises :class:`CannotWrite` when a default value cannot be repeated on one line.
     """
     key, guard = _key_and_guard(settings, point)
     if isinstance(key, cst.SimpleString) and guard is None:

@@ -107,18 +107,17 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
         except NotFound as exc:
             raise _Failed(exc.reason, exc.line) from None
         for site in sites:
-            if isinstance(site, Decorate):
-                try:
-                    edit.decorate(site.func, codegen.exit_decorator_node(settings, point, site.func))
-                except codegen.NotOneLine as exc:
-                    raise _Failed(f"on_exit repeats the parameters of {scan.qualname} in a one-line lambda, but {exc}",
-                                  scan.line(site.func)) from None
-                continue
-            if not isinstance(site.block, cst.IndentedBlock):  # ``if x: f()``, ``def f(self): return 1``
+            if not isinstance(site, Decorate) and not isinstance(site.block, cst.IndentedBlock):  # ``if x: f()``
                 where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {scan.line(site.owner)}"
                 raise _Failed(f"{where} in {scan.qualname} is written on one line; patchkit only adds whole lines",
                               scan.line(site.block.body[0]))
-            edit.before(site.block, site.index, codegen.point_statement(settings, point))
+            try:
+                if isinstance(site, Decorate):
+                    edit.decorate(site.func, codegen.exit_decorator_node(settings, point, site.func))
+                else:
+                    edit.before(site.block, site.index, codegen.point_statement(settings, point))
+            except codegen.CannotWrite as exc:
+                raise _Failed(f"the line for `{point.describe()}` cannot be written: {exc}", scan.line(scan.func)) from None
 
 
 def _header_at(module: cst.Module, original: str, positions: Positions) -> int:

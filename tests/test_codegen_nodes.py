@@ -93,8 +93,8 @@ def test_a_default_that_spans_lines_is_refused_with_the_parameter_named(tmp_path
     s, _ = loaded(tmp_path, "{class: A, method: run, at: on_exit}", "guard: not self.draft\n")
     result = transform(src, s)
     assert isinstance(result, CannotApply) and result.line == 2
-    assert result.reason == ("on_exit repeats the parameters of A.run in a one-line lambda, "
-                             "but the default value of parameter sep spans lines")
+    assert result.reason == ("the line for `step on_exit in A.run` cannot be written: on_exit repeats the parameters "
+                             "in a one-line lambda, but the default value of parameter sep spans lines")
     without_guard, _ = loaded(tmp_path, "{class: A, method: run, at: on_exit}")
     assert isinstance(transform(src, without_guard), Applied)  # no lambda, nothing to repeat
 
@@ -112,3 +112,16 @@ def test_the_file_written_is_the_modules_code_with_the_nodes_in(tmp_path):
     expected = "".join(ln + "\n" for ln in header_lines(s)) + src + '            _patchkit_runtime.step("t")  # patchkit:t\n'
     assert result.text == expected
     assert [i.index for i in result.insertions] == [0] * len(header_lines(s)) + [4]
+
+
+def test_a_guard_libcst_cannot_read_is_a_clean_refusal_not_a_crash(tmp_path, monkeypatch):
+    s, _ = loaded(tmp_path, "{class: A, method: run, at: method_start, guard: self.ready}")
+
+    def unreadable(text, *args, **kwargs):
+        raise cst.ParserSyntaxError("not supported here", lines=[text], raw_line=1, raw_column=0)
+
+    monkeypatch.setattr(cst, "parse_expression", unreadable)
+    result = transform("class A:\n    def run(self):\n        pass\n", s)
+    assert isinstance(result, CannotApply) and result.line == 2
+    assert result.reason == ("the line for `step method_start in A.run` cannot be written: "
+                             "libcst cannot read the expression 'self.ready' (not supported here)")
