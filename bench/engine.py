@@ -15,7 +15,9 @@ repository), three whole processes are timed as the user waits for them
               run with it paused, which on the largest file saves more than all of patchkit's own work
               costs, so `/gc off` is the honest figure for what patchkit adds to a libcst round trip
 
-They take turns, round after round, and the median of each counts.
+They take turns, round after round; a time is the median of its rounds, a
+ratio the median of the round-by-round ratios (on a shared machine a burst of
+other work slows both sides of one round, and drops out of their ratio).
 Goal: patchkit <= 1.25 x the floor for every recipe.
 
     python bench/engine.py [--rounds 9]
@@ -83,14 +85,21 @@ def wall(cmd: Sequence[str], env) -> float:
     return spent
 
 
-def medians(commands: Dict[str, Sequence[str]], rounds: int, env) -> Dict[str, float]:
+def interleaved(commands: Dict[str, Sequence[str]], rounds: int, env) -> Dict[str, List[float]]:
+    """Each command's times, the commands taking turns round after round (each round starting one further on)."""
     times: Dict[str, List[float]] = {name: [] for name in commands}
+    names = list(commands)
     for cmd in commands.values():  # warm-up: .pyc files written, files in the page cache
         wall(cmd, env)
-    for _ in range(rounds):
-        for name, cmd in commands.items():
-            times[name].append(wall(cmd, env))
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(wall(commands[name], env))
+    return times
+
+
+def paired(mine: List[float], theirs: List[float]) -> float:
+    """The median of the round-by-round ratios: a neighbour's burst slows both sides of one round."""
+    return statistics.median(a / b for a, b in zip(mine, theirs))
 
 
 def main(argv=None) -> int:
@@ -111,22 +120,26 @@ def main(argv=None) -> int:
         root = realwheels.release_root(rel.dist, rel.version)
         files = [str(f.path) for f in api.plan(settings, str(root)).files]
         lines = sum(len(Path(f).read_bytes().splitlines()) for f in files)
-        t = medians({
+        t = interleaved({
             "patchkit": [PYTHON, "-m", "patchkit", "diff", settings.id, "--root", str(root)],
             "floor": [PYTHON, str(tmp / "floor.py"), *files],
             "naive": [PYTHON, str(tmp / "naive.py"), *files],
             "gc off": [PYTHON, str(tmp / "floor_gc_off.py"), *files],
         }, args.rounds, env)
-        rows.append((settings.id, f"{rel.dist} {rel.version}", lines, t["patchkit"], t["floor"], t["naive"], t["gc off"]))
-    print(f"engine: `patchkit diff` against a libcst round trip of the same file (the floor) and a naive codemod; "
-          f"whole processes, wall time, medians of {args.rounds} interleaved rounds")
+        rows.append((settings.id, f"{rel.dist} {rel.version}", lines, t))
+    print(f"engine: `patchkit diff` against a libcst round trip of the same file (the floor), a naive codemod and "
+          f"the floor with the garbage collector paused; whole processes, wall time, {args.rounds} interleaved rounds "
+          "(times: medians; ratios: medians of the round-by-round ratios)")
     print(f"  {'recipe':22s} {'release':18s} {'lines':>5s} {'patchkit':>8s} {'floor':>8s} {'naive':>8s} {'gc off':>8s}"
           f" {'/floor':>7s} {'/naive':>7s} {'/gc off':>7s}")
     worst = 0.0
-    for rid, rel, lines, mine, floor, naive, gc_off in rows:
-        worst = max(worst, mine / floor)
-        print(f"  {rid:22s} {rel:18s} {lines:5d} {mine * 1e3:6.0f}ms {floor * 1e3:6.0f}ms {naive * 1e3:6.0f}ms "
-              f"{gc_off * 1e3:6.0f}ms {mine / floor:7.2f} {mine / naive:7.2f} {mine / gc_off:7.2f}")
+    for rid, rel, lines, t in rows:
+        mine = t["patchkit"]
+        ratio = paired(mine, t["floor"])
+        worst = max(worst, ratio)
+        times = " ".join(f"{statistics.median(t[name]) * 1e3:6.0f}ms" for name in ("patchkit", "floor", "naive", "gc off"))
+        print(f"  {rid:22s} {rel:18s} {lines:5d} {times} {ratio:7.2f} {paired(mine, t['naive']):7.2f} "
+              f"{paired(mine, t['gc off']):7.2f}")
     if without:
         print(f"  no released wheel to measure on (source-checkout packages): {', '.join(without)}")
     print(f"  worst patchkit / floor {worst:.2f}; goal <= {GOAL}: {verdict(worst, GOAL)}")
