@@ -2,7 +2,11 @@
 
 Each file is a module of many small classes plus the verl-shaped target class
 somewhere in the middle; `api.apply` (plan, transform, compile, back up,
-write) is timed in this process, best of N.  Linear growth shows as a
+write) is timed in this process, best of N, as the command line runs it: with
+the cyclic garbage collector paused (left on, its full collections walk the
+whole of libcst's tree again and again, and that alone grows faster than the
+file).  The time is the CPU time of this process, so that other work on a
+shared machine does not show up as growth.  Linear growth shows as a
 constant time per 1,000 lines; the script prints the spread of that figure.
 
     python bench/growth.py [--rounds 5]
@@ -11,6 +15,7 @@ constant time per 1,000 lines; the script prints the spread of that figure.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import sys
@@ -83,12 +88,16 @@ def main(argv=None) -> int:
             meta.mkdir()
             (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.6.1\n")
             ledger = Ledger(work / f"state{size}-{i}")
-            start = time.perf_counter()
+            gc.collect()
+            gc.disable()
+            start = time.process_time()
             api.apply(settings, str(root), ledger=ledger)
-            best = min(best, time.perf_counter() - start)
+            best = min(best, time.process_time() - start)
+            gc.enable()
         lines = source.count("\n")
         rows.append((lines, best))
-    print(f"growth: api.apply on synthetic files (best of {args.rounds})")
+    print(f"growth: api.apply on synthetic files (CPU time, garbage collector paused as in the commands; "
+          f"best of {args.rounds})")
     per_k = []
     for lines, best in rows:
         per_k.append(best / lines * 1000)

@@ -1,16 +1,22 @@
-"""The lines patchkit inserts, built from validated recipe values.
+"""What patchkit inserts, as libcst nodes built from validated recipe values.
 
-Strings become JSON-escaped ASCII literals (valid Python, whatever the
-target file's encoding), names were validated when the recipe was loaded,
-and guard expressions were parsed then.  Every line ends with the marker
-``# patchkit:<recipe-id>`` so it can be found and taken out again.
+The statement at a point is ``_patchkit_runtime.step(key)`` (or ``start``,
+``refuse``), under ``if guard:`` when there is one; ``on_exit`` is an
+``@_patchkit_runtime.on_exit(key[, guard])`` decorator whose lambdas take the
+target's own parameters.  Strings become JSON-escaped ASCII literals (valid
+Python, whatever the target file's encoding), names were validated when the
+recipe was loaded, and guard expressions were parsed then (here libcst parses
+them again into nodes).  Every statement ends with the marker comment
+``# patchkit:<recipe-id>`` on its one line, so it can be found and taken out
+again.  The module header is kept as text (:func:`header_lines`, which
+``show`` prints and the examples leave out), and libcst parses it into nodes.
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 from typing import Any, List, Optional
+
+import libcst as cst
 
 from . import DISTRIBUTION
 from .model import MARKER, Point, Settings
@@ -83,52 +89,162 @@ def header_lines(settings: Settings) -> List[str]:
     ]
 
 
+class CannotWrite(ValueError):
+    """What the line would have to hold cannot go on one line of Python (the message says what)."""
+
+
+def marker_comment(recipe_id: str) -> cst.TrailingWhitespace:
+    """``  # patchkit:<id>`` at the end of an inserted line."""
+    return cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(f"# {MARKER}:{recipe_id}"))
+
+
+def header_statements(settings: Settings) -> List[cst.BaseStatement]:
+    """:func:`header_lines` as libcst statements, ready to go into any module (its own newline is used).
+
+    The ``try`` and ``except`` blocks keep the header's four spaces whatever
+    the target file indents with (a parsed block that uses the default
+    indentation leaves it to the module it ends up in).
+    """
+    parsed = cst.parse_module("".join(line + "\n" for line in header_lines(settings)))
+    guarded, configure = parsed.body
+    indent = parsed.default_indent
+    guarded = guarded.with_changes(body=guarded.body.with_changes(indent=indent),
+                                   handlers=[h.with_changes(body=h.body.with_changes(indent=indent)) for h in guarded.handlers])
+    return [guarded, configure]
+
+
+def _expression(text: str) -> cst.BaseExpression:
+    """A guard or role expression (validated when the recipe was loaded) as a libcst node."""
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError as exc:
+        raise CannotWrite(f"libcst cannot read the expression {text!r} ({exc.message})") from None
+
+
+def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return expr.with_changes(lpar=[cst.LeftParen(), *expr.lpar], rpar=[*expr.rpar, cst.RightParen()])
+
+
+def _str_node(value: str) -> cst.SimpleString:
+    return cst.SimpleString(literal(value))
+
+
 def _key_and_guard(settings: Settings, point: Point):
-    """The capture key (a literal or an expression choosing the role) and the guard."""
+    """The capture key (a literal, or an expression choosing the role) and the guard, as expressions."""
     recipe = settings.recipe
     guards = [g for g in (recipe.guard, point.guard) if g]
-    key = literal(recipe.id)
+    key: cst.BaseExpression = _str_node(recipe.id)
     if recipe.roles:
         role = settings.choice("role")
         roles = dict(recipe.roles)
-        if role in (None, "all"):
-            key = " else ".join(f"{literal(recipe.id + '/' + name)} if ({expr})" for name, expr in recipe.roles)
-            key += " else None"
+        if role in (None, "all"):  # "id/actor" if (...) else "id/ref" if (...) else None
+            key = cst.Name("None")
+            for name, expr in reversed(recipe.roles):
+                key = cst.IfExp(test=_parenthesized(_expression(expr)), body=_str_node(f"{recipe.id}/{name}"),
+                                orelse=key)
         else:
-            key = literal(f"{recipe.id}/{role}")
+            key = _str_node(f"{recipe.id}/{role}")
             guards.append(roles[role])
-    guard = " and ".join(f"({g})" for g in guards) if len(guards) > 1 else (guards[0] if guards else None)
+    parsed = [_expression(g) for g in guards]
+    guard = parsed[0] if len(parsed) == 1 else None
+    if len(parsed) > 1:  # (a) and (b) and (c)
+        guard = _parenthesized(parsed[0])
+        for g in parsed[1:]:
+            guard = cst.BooleanOperation(left=guard, operator=cst.And(), right=_parenthesized(g))
     return key, guard
 
 
-def call_statement(settings: Settings, point: Point) -> str:
+def _runtime(name: str, *args: cst.BaseExpression) -> cst.Call:
+    """``_patchkit_runtime.<name>(args...)``."""
+    return cst.Call(func=cst.Attribute(value=cst.Name(RUNTIME), attr=cst.Name(name)), args=[cst.Arg(a) for a in args])
+
+
+def point_statement(settings: Settings, point: Point) -> cst.BaseStatement:
+    """The statement at a point: ``_patchkit_runtime.step(key)``, or ``if guard: ...`` on one line.
+
+    Raises :class:`CannotWrite` for a guard libcst cannot read.
+    """
     key, guard = _key_and_guard(settings, point)
     if point.action == "refuse":  # the whole recipe, whatever the role: guard and reason only
-        key, guard = literal(settings.id), point.guard
-        call = f"{RUNTIME}.refuse({key}, {literal(point.reason)})"
+        call = _runtime("refuse", _str_node(settings.id), _str_node(point.reason))
+        guard = _expression(point.guard) if point.guard else None
     else:
-        call = f"{RUNTIME}.{point.action}({key})"
-    return (f"if {guard}: {call}" if guard else call) + marker(settings.id)
+        call = _runtime(point.action, key)
+    tail = marker_comment(settings.id)
+    if guard is None:
+        return cst.SimpleStatementLine(body=[cst.Expr(call)], trailing_whitespace=tail)
+    return cst.If(test=guard, body=cst.SimpleStatementSuite(body=[cst.Expr(call)], trailing_whitespace=tail))
 
 
-def exit_decorator(settings: Settings, point: Point, func: Optional[ast.AST] = None) -> str:
+class _OneLine(cst.CSTTransformer):
+    """A default value written over several lines, on one (comments dropped): it goes into a one-line lambda."""
+
+    def leave_ParenthesizedWhitespace(self, original_node, updated_node) -> cst.SimpleWhitespace:
+        return cst.SimpleWhitespace(" ")
+
+    def leave_SimpleWhitespace(self, original_node, updated_node) -> cst.SimpleWhitespace:
+        return cst.SimpleWhitespace(" ") if "\\" in updated_node.value else updated_node  # a backslash continuation
+
+
+def _plain(param: cst.Param) -> cst.Param:
+    """The parameter without its annotation or the source's spacing: ``name``, ``*name``, ``name=default``."""
+    default = param.default.visit(_OneLine()) if param.default is not None else None
+    if default is not None and any(ch in code(default) for ch in "\r\n"):
+        raise CannotWrite(f"on_exit repeats the parameters in a one-line lambda, "
+                          f"but the default value of parameter {param.name.value} spans lines")
+    return cst.Param(name=param.name, default=default, star=param.star,
+                     equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                           whitespace_after=cst.SimpleWhitespace("")) if default else cst.MaybeSentinel.DEFAULT)
+
+
+def lambda_parameters(params: cst.Parameters) -> cst.Parameters:
+    """The parameters of a def as a lambda takes them: the same names, kinds and defaults, no annotations."""
+    star = params.star_arg
+    return cst.Parameters(
+        posonly_params=[_plain(p) for p in params.posonly_params],
+        posonly_ind=cst.ParamSlash() if params.posonly_params else cst.MaybeSentinel.DEFAULT,
+        params=[_plain(p) for p in params.params],
+        star_arg=_plain(star) if isinstance(star, cst.Param) else cst.ParamStar() if isinstance(star, cst.ParamStar)
+        else cst.MaybeSentinel.DEFAULT,
+        kwonly_params=[_plain(p) for p in params.kwonly_params],
+        star_kwarg=_plain(params.star_kwarg) if params.star_kwarg is not None else None,
+    )
+
+
+def _generic_parameters(point: Point) -> cst.Parameters:
+    """``self, *args, **kwargs`` (or without ``self``): for ``show``, which has no target at hand."""
+    self_ = [] if point.cls is None else [cst.Param(cst.Name("self"))]
+    return cst.Parameters(params=self_, star_arg=cst.Param(cst.Name("args"), star="*"),
+                          star_kwarg=cst.Param(cst.Name("kwargs"), star="**"))
+
+
+def exit_decorator_node(settings: Settings, point: Point, func: Optional[cst.FunctionDef] = None) -> cst.Decorator:
     """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the target's own parameters.
 
     The target is a method, or a module-level function (no ``self``).
+    Raises :class:`CannotWrite` when a default value cannot be repeated on one line.
     """
     key, guard = _key_and_guard(settings, point)
-    if func is None:  # no target at hand (``patchkit show``): a generic signature
-        func = ast.parse(f"def _({'' if point.cls is None else 'self, '}*args, **kwargs): pass").body[0]
-    args = copy.deepcopy(func.args)
-    for arg in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
-        arg.annotation = None
-        arg.type_comment = None
+    if isinstance(key, cst.SimpleString) and guard is None:
+        args: List[cst.BaseExpression] = [key]
+    else:
+        params = lambda_parameters(func.params) if func is not None else _generic_parameters(point)
+        args = [key if isinstance(key, cst.SimpleString) else cst.Lambda(params, key)]
+        if guard is not None:
+            args.append(cst.Lambda(params, guard))
+    return cst.Decorator(decorator=_runtime("on_exit", *args), trailing_whitespace=marker_comment(settings.id))
 
-    def lam(expr: str) -> str:
-        node = ast.Expression(ast.Lambda(args=args, body=ast.parse(expr, mode="eval").body))
-        return ast.unparse(ast.fix_missing_locations(node))
 
-    parts = [lam(key) if key.endswith("else None") else key]
-    if guard:
-        parts.append(lam(guard))
-    return f"@{RUNTIME}.on_exit({', '.join(parts)}){marker(settings.id)}"
+def code(node: cst.CSTNode) -> str:
+    """The source of a node (a statement or decorator: its one line, without the newline)."""
+    return cst.Module(body=[]).code_for_node(node).rstrip("\r\n")
+
+
+def call_statement(settings: Settings, point: Point) -> str:
+    """:func:`point_statement` as ``patchkit show`` prints it."""
+    return code(point_statement(settings, point))
+
+
+def exit_decorator(settings: Settings, point: Point, func: Optional[cst.FunctionDef] = None) -> str:
+    """:func:`exit_decorator_node` as ``patchkit show`` prints it (without a target: ``self, *args, **kwargs``)."""
+    return code(exit_decorator_node(settings, point, func))

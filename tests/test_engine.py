@@ -379,32 +379,62 @@ def test_split_lines_breaks_only_where_python_does(text):
     assert all(line.endswith(("\r", "\n")) for line in lines[:-1])
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("_patchkit_runtime.step(  # patchkit:t", "generated line is not valid Python"),
-    ("x = 1\ny = 2  # patchkit:t", "do not make one statement each"),
-    ("@_patchkit_runtime.on_exit('t')  # patchkit:t\ndef f(): pass", "do not make one statement each"),
-])
-def test_a_generated_line_libcst_refuses_is_an_internal_error_not_a_write(tmp_path, monkeypatch, bad, message):
+def test_a_new_statement_that_is_not_one_marked_line_is_an_internal_error_not_a_write(tmp_path, monkeypatch):
+    """The last check reads the new text against the input: anything but whole marked lines added is refused."""
+    import libcst as cst
+
     from patchkit import codegen
 
-    monkeypatch.setattr(codegen, "call_statement", lambda settings, point: bad)
+    real = codegen.point_statement
+    with_comment = lambda s, p: real(s, p).with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment("# a note"))])
+    monkeypatch.setattr(codegen, "point_statement", with_comment)
     result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
-    assert isinstance(result, CannotApply) and "internal error" in result.reason and message in result.reason
-    assert bad.splitlines()[0] in result.reason
+    assert isinstance(result, CannotApply) and result.reason.startswith("internal error: the new text changes line 11")
+    assert result.line == 11  # where the unmarked line appears: before `return xs`
+    unmarked = lambda s, p: real(s, p).with_changes(trailing_whitespace=cst.TrailingWhitespace())
+    monkeypatch.setattr(codegen, "point_statement", unmarked)
+    result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
+    assert isinstance(result, CannotApply) and "internal error" in result.reason
 
 
-@pytest.mark.parametrize("codes, ok", [
-    (["step()  # patchkit:t", "if x: step()  # patchkit:t", "@on_exit()  # patchkit:t"], True),
-    (["step()  # patchkit:t", "# patchkit:t"], False),  # a comment-only line makes no statement
-    (["f(  # patchkit:t", ")  # patchkit:t"], False),  # one statement over two lines
-    (["x = 1\ny = 2  # patchkit:t"], False),  # a line break inside a line
-    (["@on_exit()  # patchkit:t\ndef f(): pass"], False),
-])
-def test_the_libcst_check_wants_each_line_to_be_one_statement(codes, ok):
-    from patchkit.engine import _check_with_libcst, _Failed
+def test_a_file_that_does_not_parse_gets_pythons_own_message_and_place(tmp_path):
+    result = transform("class A:\n    def run(self:\n", settings(tmp_path, STEP_AFTER))
+    assert isinstance(result, CannotApply)
+    assert (result.reason, result.line, result.col) == ("the file does not parse as Python: '(' was never closed", 2, 12)
 
-    if ok:
-        _check_with_libcst(codes)
-    else:
-        with pytest.raises(_Failed, match="internal error"):
-            _check_with_libcst(codes)
+
+def test_a_file_libcst_reads_but_python_does_not_compile_is_refused_before_any_diff(tmp_path):
+    result = transform("return 1\nclass A:\n    def run(self, xs):\n        self.work(xs)\n", settings(tmp_path, STEP_AFTER))
+    assert isinstance(result, CannotApply)
+    assert (result.reason, result.line) == ("the file does not compile as Python: 'return' outside function", 1)
+
+
+def test_a_file_libcsts_round_trip_would_change_is_refused_naming_the_line(tmp_path):
+    """A form feed before an indentation is valid Python that libcst prints back without the form feed."""
+    src = "class A:\n    def run(self, xs):\n        self.work(xs)\n\f    def other(self):\n        pass\n"
+    result = transform(src, settings(tmp_path, STEP_AFTER))
+    assert isinstance(result, CannotApply) and result.line == 4
+    assert result.reason.startswith("libcst does not reproduce line 4 of this file byte for byte")
+    assert "patchkit show" in result.hint
+
+
+def test_an_empty_file_gets_whole_header_lines(tmp_path):
+    s = settings(tmp_path, STEP_AFTER)
+    result = transform("", s, points=[])
+    assert isinstance(result, Applied)
+    assert result.text == "".join(line + "\n" for line in header_lines(s))
+
+
+def test_help_list_and_status_do_not_import_libcst(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from patchkit.cli import main\n"
+            "try:\n    main(sys.argv[1:], prog_name='patchkit')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'libcst' or m == 'patchkit.engine'))")
+    for args in (["--help"], ["list"], ["status"]):
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                              env={**os.environ, "PATCHKIT_HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == "[]", (args, done.stdout[-300:])

@@ -1,26 +1,26 @@
 """Injection points: one small module per kind, a registry from the YAML word to it.
 
-Each finder gets a :class:`Scan` of one method (every block, statement,
-loop and call in it, nested functions and classes left out) and a
-:class:`~patchkit.model.Point`, and returns the :class:`Site` objects where
-the point's line goes, or raises :class:`NotFound` with a precise reason.
-
-The scan reads Python's own syntax tree, which the engine already has for
-the whole module: finding costs a walk over one method, and only the new
-lines are built with libcst (see :mod:`patchkit.engine`).
+Each finder gets a :class:`Scan` of one function on libcst's tree (its
+blocks, statements and loops; its calls and yields when asked; nested
+functions and classes left out) and a :class:`~patchkit.model.Point`, and
+returns the :class:`Site` objects where the point's statement goes (a block
+of the tree and an index in it) or a :class:`Decorate`, or raises
+:class:`NotFound` with a precise reason.  Line numbers for those reasons come
+from libcst's position metadata, resolved only when a reason needs one.
 """
 
 from __future__ import annotations
 
-import ast
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import Point
 from ..record import Record
 
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-LOOPS = (ast.For, ast.AsyncFor, ast.While)
-SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)
+LOOPS = (cst.For, cst.While)
+SIMPLE = (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)
 
 
 class NotFound(Exception):
@@ -33,46 +33,100 @@ class NotFound(Exception):
 
 
 class Site(Record):
-    """Insert before ``block[index]`` (``index == len(block)``: after the last statement)."""
+    """Insert before ``block.body[index]`` (``index == len(block.body)``: after the last statement)."""
 
-    block: List[ast.stmt]
+    block: cst.BaseSuite  # an IndentedBlock; a SimpleStatementSuite is a one-line block (refused)
     index: int
-    owner: ast.AST  # the statement whose body ``block`` is
+    owner: cst.CSTNode  # the statement (or function) whose block it is
 
 
 class Decorate(Record):
     """Add an innermost decorator to ``func``."""
 
-    func: ast.AST
+    func: cst.FunctionDef
 
 
 class Loop(Record):
-    node: ast.stmt  # For, AsyncFor or While
-    block: List[ast.stmt]  # the block that holds the loop statement
+    node: cst.BaseCompoundStatement  # For (async or not) or While
+    block: cst.BaseSuite  # the block that holds the loop statement
     index: int
-    owner: ast.AST
-    parents: Tuple[ast.AST, ...]  # enclosing loops, outermost first
+    owner: cst.CSTNode
+    parents: Tuple[cst.CSTNode, ...]  # enclosing loops, outermost first
 
 
 class Stmt(Record):
-    node: ast.stmt
-    block: List[ast.stmt]
-    index: int
-    owner: ast.AST
+    node: cst.CSTNode  # a small statement (``x = f()``) or a compound one (``if``, ``with``, ...)
+    block: cst.BaseSuite
+    index: int  # of the line (or compound statement) in ``block.body``
+    owner: cst.CSTNode
     call: Optional[str]  # dotted callee when the statement's value is a call
 
 
-class Scan:
-    """Everything the finders need about one method (or module-level function), gathered in one walk."""
+class Positions:
+    """Lines and columns of nodes, from libcst's :class:`PositionProvider`, computed on the first question.
 
-    def __init__(self, func: ast.AST, cls: Optional[str], method: str):
-        self.func, self.cls, self.method = func, cls, method
+    ``unsafe_skip_copy``: the metadata is keyed by the very nodes the scan
+    holds, and the tree is never changed in place.
+    """
+
+    def __init__(self, module: cst.Module):
+        self._module, self._positions = module, None
+
+    def start(self, node: cst.CSTNode):
+        if self._positions is None:
+            self._positions = MetadataWrapper(self._module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._positions[node].start
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.start(node).line
+
+    def at_lines(self, nodes: Sequence[cst.CSTNode]) -> str:
+        lines = sorted(self.line(n) for n in nodes)
+        if len(lines) == 1:
+            return f"at line {lines[0]}"
+        return "at lines " + ", ".join(map(str, lines[:-1])) + f" and {lines[-1]}"
+
+
+def dotted(node: cst.CSTNode) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def statement_call(stmt: cst.CSTNode) -> Optional[str]:
+    """The dotted callee when a statement's value is a call (maybe awaited): ``x = f()``, ``f()``."""
+    value = stmt.value if isinstance(stmt, SIMPLE) else None
+    if isinstance(value, cst.Await):
+        value = value.expression
+    return dotted(value.func) if isinstance(value, cst.Call) else None
+
+
+class Scan(cst.CSTVisitor):
+    """The statements and loops of one function, in the order of the source, from one visit of its body.
+
+    The visit follows the statements only (an expression holds none);
+    nested functions and classes are not entered.  The calls and yields in
+    the function's expressions are gathered by a second visit, the first
+    time a finder asks for them (:attr:`calls`, :attr:`yields`).
+    """
+
+    def __init__(self, func: cst.FunctionDef, cls: Optional[str], method: str, positions: Positions):
+        super().__init__()
+        self.func, self.cls, self.method, self.positions = func, cls, method, positions
         self.statements: List[Stmt] = []
         self.loops: List[Loop] = []
-        self.calls: List[Tuple[str, ast.Call, Tuple[ast.AST, ...]]] = []  # callee, call, enclosing loops
-        self.returns: List[ast.Return] = []
-        self.yields: List[ast.AST] = []
-        self.continues: List[Tuple[ast.Continue, Tuple[ast.AST, ...]]] = []  # with enclosing loops
+        self.continues: List[Tuple[cst.Continue, Tuple[cst.CSTNode, ...]]] = []  # with enclosing loops
+        self._expressions: Optional[_Expressions] = None
+        self._owners: List[cst.CSTNode] = [func]
+        self._enclosing: Tuple[cst.CSTNode, ...] = ()
+        self._where: Dict[int, Tuple[cst.BaseSuite, int, cst.CSTNode]] = {}
+        func.body.visit(self)
 
     @property
     def qualname(self) -> str:
@@ -83,89 +137,115 @@ class Scan:
         """How messages call it: a method, or a (module-level) function."""
         return "function" if self.cls is None else "method"
 
-    @staticmethod
-    def at_lines(nodes) -> str:
-        lines = sorted(n.lineno for n in nodes)
-        if len(lines) == 1:
-            return f"at line {lines[0]}"
-        return "at lines " + ", ".join(map(str, lines[:-1])) + f" and {lines[-1]}"
+    @property
+    def calls(self) -> List[Tuple[str, cst.Call, Tuple[cst.CSTNode, ...]]]:
+        """Every call of a dotted name, with the loops around it (innermost last)."""
+        return self._expressions_visited().calls
+
+    @property
+    def yields(self) -> List[cst.Yield]:
+        return self._expressions_visited().yields
+
+    def _expressions_visited(self) -> "_Expressions":
+        if self._expressions is None:
+            self._expressions = _Expressions()
+            self.func.body.visit(self._expressions)
+        return self._expressions
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.positions.line(node)
+
+    def at_lines(self, nodes: Sequence[cst.CSTNode]) -> str:
+        return self.positions.at_lines(nodes)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return not isinstance(node, cst.BaseExpression) and super().on_visit(node)
+
+    def _block(self, block: cst.BaseSuite) -> None:
+        owner = self._owners[-1]
+        for index, stmt in enumerate(block.body):
+            self._where[id(stmt)] = (block, index, owner)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._block(node)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:  # ``if x: f()``
+        self._block(node)
+        for small in node.body:
+            self._statement(small, *self._where[id(small)])
+        return False
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:  # ``x = f()``, ``a; b``
+        for small in node.body:
+            self._statement(small, *self._where[id(node)])
+        return False
+
+    def _statement(self, node: cst.CSTNode, block: cst.BaseSuite, index: int, owner: cst.CSTNode) -> None:
+        self.statements.append(Stmt(node, block, index, owner, statement_call(node)))
+        if isinstance(node, cst.Continue):
+            self.continues.append((node, self._enclosing))
+
+    def _compound(self, node: cst.BaseCompoundStatement) -> None:
+        where = self._where.get(id(node))  # an ``elif`` is in no block: it is the ``orelse`` of its ``if``
+        if isinstance(node, LOOPS):
+            self.loops.append(Loop(node, *where, self._enclosing))
+            self._enclosing += (node,)
+        elif where is not None:
+            self._statement(node, *where)
+        self._owners.append(node)
+
+    def _left(self, node: cst.BaseCompoundStatement) -> None:
+        self._owners.pop()
+        if isinstance(node, LOOPS):
+            self._enclosing = self._enclosing[:-1]
+
+    visit_For = visit_While = visit_If = visit_With = visit_Try = visit_TryStar = visit_Match = _compound
+    leave_For = leave_While = leave_If = leave_With = leave_Try = leave_TryStar = leave_Match = _left
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:  # a nested scope: none of its statements run here
+        return False
+
+    visit_ClassDef = visit_FunctionDef
 
 
-def dotted(node: ast.AST) -> Optional[str]:
-    """``a.b.c`` for a chain of names and attributes, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+class _Expressions(cst.CSTVisitor):
+    """The calls (with the loops around them) and yields of a function, nested scopes left out.
 
+    A nested def or class is entered for its decorators only: they run in
+    this function.  A lambda is not entered.
+    """
 
-def statement_call(stmt: ast.stmt) -> Optional[str]:
-    """The dotted callee when a statement's value is a call (maybe awaited): ``x = f()``, ``f()``."""
-    value = stmt.value if isinstance(stmt, SIMPLE) else None
-    if isinstance(value, ast.Await):
-        value = value.value
-    return dotted(value.func) if isinstance(value, ast.Call) else None
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: List[Tuple[str, cst.Call, Tuple[cst.CSTNode, ...]]] = []
+        self.yields: List[cst.Yield] = []
+        self._enclosing: Tuple[cst.CSTNode, ...] = ()
 
+    def visit_For(self, node: cst.CSTNode) -> None:  # the loop's own header and else count as inside it
+        self._enclosing += (node,)
 
-def blocks(node: ast.AST):
-    """The statement lists directly under a compound statement."""
-    for name in ("body", "orelse", "finalbody"):
-        block = getattr(node, name, None)
-        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-            yield block
-    for handler in getattr(node, "handlers", ()):
-        yield handler.body
-    for case in getattr(node, "cases", ()):
-        yield case.body
+    def leave_For(self, node: cst.CSTNode) -> None:
+        self._enclosing = self._enclosing[:-1]
 
+    visit_While, leave_While = visit_For, leave_For
 
-def scan_method(func: ast.AST, cls: Optional[str], method: str) -> Scan:
-    scan = Scan(func=func, cls=cls, method=method)
-    _walk_block(scan, func.body, func, ())
-    return scan
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        for decorator in node.decorators:
+            decorator.visit(self)
+        return False
 
+    visit_ClassDef = visit_FunctionDef
 
-def _walk_block(scan: Scan, block: List[ast.stmt], owner: ast.AST, loops: Tuple[ast.AST, ...]) -> None:
-    for index, stmt in enumerate(block):
-        if isinstance(stmt, SCOPES):
-            _walk_expressions(scan, stmt, loops, header_only=True)  # decorators and defaults run here
-            continue
-        if isinstance(stmt, LOOPS):
-            scan.loops.append(Loop(stmt, block, index, owner, loops))
-        else:
-            scan.statements.append(Stmt(stmt, block, index, owner, statement_call(stmt)))
-        if isinstance(stmt, ast.Continue):
-            scan.continues.append((stmt, loops))
-        if isinstance(stmt, ast.Return):
-            scan.returns.append(stmt)
-        inner = loops + (stmt,) if isinstance(stmt, LOOPS) else loops
-        _walk_expressions(scan, stmt, inner, header_only=False)
-        for sub in blocks(stmt):
-            _walk_block(scan, sub, stmt, inner)
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
 
+    def visit_Call(self, node: cst.Call) -> None:
+        name = dotted(node.func)
+        if name:
+            self.calls.append((name, node, self._enclosing))
 
-def _walk_expressions(scan: Scan, stmt: ast.stmt, loops: Tuple[ast.AST, ...], header_only: bool) -> None:
-    """Calls and yields in the expressions of ``stmt`` itself (not in its nested blocks or scopes)."""
-    todo = list(stmt.decorator_list) if header_only else [
-        child for name, child in ast.iter_fields(stmt)
-        if name not in ("body", "orelse", "finalbody", "handlers", "cases")
-        for child in (child if isinstance(child, list) else [child]) if isinstance(child, ast.AST)
-    ]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, ast.Call):
-            name = dotted(node.func)
-            if name:
-                scan.calls.append((name, node, loops))
-        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
-            scan.yields.append(node)
-        todo.extend(ast.iter_child_nodes(node))
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.yields.append(node)
 
 
 Finder = Callable[[Scan, Point], List[object]]
@@ -184,11 +264,11 @@ def register(*names: str):
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     """Enforce the point's count, with a reason that names the lines found."""
     if not found:
-        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.func.lineno)
+        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.line(scan.func))
     if point.count is not None and len(found) != point.count:
         nodes = [getattr(f, "node", f) for f in found]
         raise NotFound(f"found {len(found)} {noun}s {rest} in {scan.qualname}, {scan.at_lines(nodes)}; "
-                       f"the recipe expects {point.count}", nodes[0].lineno)
+                       f"the recipe expects {point.count}", scan.line(nodes[0]))
     return found
 
 

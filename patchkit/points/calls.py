@@ -4,6 +4,8 @@ The statement may sit at any depth in the method (inside ``with``, ``if``,
 loops), never inside a nested function; the line goes into the same block.
 The call must be the statement's value (``x = f()``, ``f()``, ``x: T = f()``,
 ``x += f()``, possibly awaited), so a call buried in an argument is not an anchor.
+Statements written on one line (``a; f()``) are one line of the block: the new
+line goes before or after that whole line.
 """
 
 from __future__ import annotations

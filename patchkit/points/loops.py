@@ -7,33 +7,53 @@ may list several selectors; the first that finds the expected number wins.
 
 from __future__ import annotations
 
-import ast
 from typing import List
+
+import libcst as cst
 
 from ..model import LoopSelector, Point
 from . import Loop, NotFound, Scan, Site, dotted, expect, register
+from .method import last_statement
 
 
-def _iterables(loop: ast.stmt) -> List[str]:
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+def _iterables(loop: cst.CSTNode) -> List[str]:
+    if not isinstance(loop, cst.For):
         return []
     it = loop.iter
-    if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "zip"):
-        return [n for n in (dotted(a) for a in it.args) if n]
+    if isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip"):
+        return [n for n in (dotted(a.value) for a in it.args if not a.star and a.keyword is None) if n]
     name = dotted(it)
     return [name] if name else []
 
 
-def _targets(node: ast.AST) -> List[str]:
-    if isinstance(node, (ast.For, ast.AsyncFor)):
+def _targets(node: cst.CSTNode) -> List[str]:
+    if isinstance(node, cst.For):
         node = node.target
-    if isinstance(node, ast.Name):
-        return [node.id]
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return [n for e in node.elts for n in _targets(e)]
-    if isinstance(node, ast.Starred):
-        return _targets(node.value)
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for e in node.elements for n in _targets(e.value)]
     return []
+
+
+class _Callees(cst.CSTVisitor):
+    """The dotted names called anywhere in an expression."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: List[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.names.append(dotted(node.func))
+
+
+def _condition_calls(loop: cst.CSTNode, name: str) -> bool:
+    """A while loop whose condition calls ``name`` (at any depth of the condition)."""
+    if not isinstance(loop, cst.While):
+        return False
+    callees = _Callees()
+    loop.test.visit(callees)
+    return name in callees.names
 
 
 def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
@@ -46,8 +66,7 @@ def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
         innermost = {id(enclosing[-1]) for name, _call, enclosing in scan.calls if name == selector.calls and enclosing}
         found = [lp for lp in found if id(lp.node) in innermost]
     if selector.while_:
-        found = [lp for lp in found if isinstance(lp.node, ast.While) and any(
-            isinstance(n, ast.Call) and dotted(n.func) == selector.while_ for n in ast.walk(lp.node.test))]
+        found = [lp for lp in found if _condition_calls(lp.node, selector.while_)]
     return found
 
 
@@ -79,11 +98,11 @@ def loop_end(scan: Scan, point: Point) -> List[Site]:
     for lp in _choose(scan, point):
         skips = [c for c, enclosing in scan.continues if enclosing and enclosing[-1] is lp.node]
         if skips:
-            raise NotFound(f"the loop at line {lp.node.lineno} has a continue {scan.at_lines(skips)}; "
-                           "a step at the end of its body would be skipped (use loop_start)", skips[0].lineno)
-        last = lp.node.body[-1]
-        if isinstance(last, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
-            raise NotFound(f"the loop at line {lp.node.lineno} ends with a {type(last).__name__.lower()}; "
-                           "the end of its body is never reached", last.lineno)
-        sites.append(Site(lp.node.body, len(lp.node.body), lp.node))
+            raise NotFound(f"the loop at line {scan.line(lp.node)} has a continue {scan.at_lines(skips)}; "
+                           "a step at the end of its body would be skipped (use loop_start)", scan.line(skips[0]))
+        last = last_statement(lp.node.body)
+        if isinstance(last, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+            raise NotFound(f"the loop at line {scan.line(lp.node)} ends with a {type(last).__name__.lower()}; "
+                           "the end of its body is never reached", scan.line(last))
+        sites.append(Site(lp.node.body, len(lp.node.body.body), lp.node))
     return sites

@@ -2,40 +2,41 @@
 
 from __future__ import annotations
 
-import ast
 from typing import List
+
+import libcst as cst
 
 from ..model import Point
 from . import Decorate, NotFound, Scan, Site, register
 
 
-def is_docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+def last_statement(block: cst.BaseSuite) -> cst.CSTNode:
+    """The last statement of a block: the last small statement of its last line (``a; return b``: the return)."""
+    last = block.body[-1]
+    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
 
 
 @register("method_start")
 def method_start(scan: Scan, point: Point) -> List[Site]:
-    body = scan.func.body
-    return [Site(body, 1 if is_docstring(body[0]) else 0, scan.func)]
+    return [Site(scan.func.body, 0 if scan.func.get_docstring(clean=False) is None else 1, scan.func)]
 
 
 @register("method_end")
 def method_end(scan: Scan, point: Point) -> List[Site]:
-    body = scan.func.body
-    last = body[-1]
-    if isinstance(last, (ast.Return, ast.Raise)):
-        raise NotFound(f"{scan.qualname} ends with a {type(last).__name__.lower()} at line {last.lineno}; "
+    last = last_statement(scan.func.body)
+    if isinstance(last, (cst.Return, cst.Raise)):
+        raise NotFound(f"{scan.qualname} ends with a {type(last).__name__.lower()} at line {scan.line(last)}; "
                        f"the end of the {scan.kind} is never reached there (use `at: on_exit` to step on every way out)",
-                       last.lineno)
-    return [Site(body, len(body), scan.func)]
+                       scan.line(last))
+    return [Site(scan.func.body, len(scan.func.body.body), scan.func)]
 
 
 @register("on_exit")
 def on_exit(scan: Scan, point: Point) -> List[Decorate]:
-    if isinstance(scan.func, ast.AsyncFunctionDef):
-        raise NotFound(f"{scan.qualname} is async; on_exit wraps plain {scan.kind}s only", scan.func.lineno)
+    if scan.func.asynchronous is not None:
+        raise NotFound(f"{scan.qualname} is async; on_exit wraps plain {scan.kind}s only", scan.line(scan.func))
     if scan.yields:
         raise NotFound(f"{scan.qualname} is a generator (yield {scan.at_lines(scan.yields)}); "
                        "on_exit would step when the generator is created, not when it finishes",
-                       scan.yields[0].lineno)
+                       scan.line(scan.yields[0]))
     return [Decorate(scan.func)]
