@@ -75,16 +75,18 @@ def header_lines(settings: Settings) -> List[str]:
     tail = marker(rid)
     kwargs = ", ".join(f"{k}={literal(v)}" for k, v in settings.runtime_settings().items())
     said = literal(f"patchkit: {rid} is applied to %s, but %s cannot import patchkit.runtime (%s); it runs without "
-                   f"profiling. Install {DISTRIBUTION} in that environment, or take the lines out with "
-                   f"`patchkit revert {rid}`.\n")
-    return [
+                   f"profiling. Install the same patchkit build ({DISTRIBUTION}, not the registry's patchkit) in that "
+                   f"environment, or take the lines out with `patchkit revert {rid}`.\n")
+    return [  # plain blocks, one statement a line: a formatter has nothing to split, so every line keeps its marker
         f"try:{tail}",
         f"    import patchkit.runtime as {RUNTIME}{tail}",
         f"except Exception as _patchkit_missing:{tail}",
         f"    {RUNTIME} = {NOOP}{tail}",
-        f'    try: __import__("sys").stderr.write({said} % (__name__, __import__("sys").executable, '
+        f"    try:{tail}",
+        f'        __import__("sys").stderr.write({said} % (__name__, __import__("sys").executable, '
         f"repr(_patchkit_missing))){tail}",
-        f"    except Exception: pass{tail}",
+        f"    except Exception:{tail}",
+        f"        pass{tail}",
         f"{RUNTIME}.configure({literal(rid)}, {kwargs}){tail}",
     ]
 
@@ -106,11 +108,19 @@ def header_statements(settings: Settings) -> List[cst.BaseStatement]:
     indentation leaves it to the module it ends up in).
     """
     parsed = cst.parse_module("".join(line + "\n" for line in header_lines(settings)))
-    guarded, configure = parsed.body
-    indent = parsed.default_indent
-    guarded = guarded.with_changes(body=guarded.body.with_changes(indent=indent),
-                                   handlers=[h.with_changes(body=h.body.with_changes(indent=indent)) for h in guarded.handlers])
-    return [guarded, configure]
+    pinned = parsed.visit(_PinIndent(parsed.default_indent))
+    return list(pinned.body)
+
+
+class _PinIndent(cst.CSTTransformer):
+    """Every block of the header keeps its own indentation (``None`` would leave it to the target module)."""
+
+    def __init__(self, indent: str) -> None:
+        super().__init__()
+        self.indent = indent
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(indent=self.indent)
 
 
 def _expression(text: str) -> cst.BaseExpression:

@@ -48,7 +48,7 @@ def test_diff_prints_a_patch_and_writes_nothing(tree, patchkit_home):
     result = run("diff", "verl-fsdp-update", "--root", str(root))
     assert result.stdout.startswith(f"--- a/{DP}\n+++ b/{DP}\n")
     added = [ln for ln in result.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    assert len(added) == 9 and all("patchkit" in ln for ln in added)  # 7 header lines, start and step
+    assert len(added) == 11 and all("patchkit" in ln for ln in added)  # 9 header lines, start and step
     assert "1 file(s) would change" in result.stderr
     assert snapshot(root) == before
     assert not (patchkit_home / "ledger.json").exists()

@@ -88,7 +88,8 @@ def test_a_patched_module_imports_and_runs_where_patchkit_is_missing(tmp_path, b
     assert len(said) == 1, done.stderr  # once, for the module, however many steps ran
     assert said[0].startswith("patchkit: tiny-job is applied to tinyjob.worker, but ")
     assert bare_python in said[0] and "No module named 'patchkit'" in said[0]
-    assert f"Install {DISTRIBUTION} in that environment" in said[0] and "patchkit revert tiny-job" in said[0]
+    assert f"Install the same patchkit build ({DISTRIBUTION}, not the registry's patchkit)" in said[0]
+    assert "patchkit revert tiny-job" in said[0]
 
 
 def test_the_same_module_profiles_where_patchkit_is_installed(tmp_path, clean_runtime):
@@ -185,3 +186,12 @@ def test_the_noop_stand_in_offers_every_name_the_generated_lines_call(tmp_path):
     assert stand_in.on_exit("k", lambda *a: True)(len) is len
     assert stand_in.configure("r", backend="torch") is None and stand_in.step("k") is None
     assert stand_in.start("k") is None and stand_in.refuse("k", "why") is None
+
+
+def test_no_header_line_holds_two_statements(tmp_path):
+    """A formatter (black, ruff) splits `try: x` into two lines and the marker stays on one: the header has none."""
+    settings = load_recipe(_recipe_file(tmp_path))
+    for line in header_lines(settings):
+        code = line[: line.index("  # patchkit:")].strip()
+        if code.startswith(("try", "except")):
+            assert code.endswith(":"), line
