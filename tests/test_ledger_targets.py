@@ -325,3 +325,16 @@ def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patc
     api.revert([], everything=True)
     assert snapshot(root) == original
     assert _backups(patchkit_home) == set()
+
+
+def test_restore_records_puts_each_record_back_or_drops_a_new_one(tree, tmp_path):
+    root = tree("verl-0.6")
+    led = Ledger(tmp_path / "home")
+    api.apply(api.load("verl-fsdp-update"), str(root), ledger=led)
+    with led.locked():
+        [key] = led.files
+        before = {key: led.files[key].to_json(), "/site/new.py": None}
+        led.files[key].recipes.clear()
+        led.files["/site/new.py"] = led.files[key]
+        led.restore_records(before)
+        assert list(led.files) == [key] and list(led.files[key].recipes) == ["verl-fsdp-update"]
