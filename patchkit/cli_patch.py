@@ -152,10 +152,10 @@ def revert(recipes: Sequence[str], everything: bool, force: bool, root: Optional
 
 
 def status(as_json: bool, root: Optional[str]) -> None:
+    from . import state
     from .ledger import home
-    from .state import status as find
 
-    rows = find(ledger=ledger(), root=root)
+    rows = state.status(ledger=ledger(), root=root)
     if as_json:
         click.echo(json.dumps({"home": str(home()), "files": [st.to_json() for st in rows]}, indent=2))
         return

@@ -19,6 +19,8 @@ from .targets import Installed, check_version, locate
 
 
 class FilePlan(Record):
+    """One file the recipe patches: its bytes as read, and what the engine made of them."""
+
     path: Path
     relpath: str
     data: bytes
@@ -52,6 +54,8 @@ class FilePlan(Record):
 
 
 class Plan(Record):
+    """Where the package is, and a FilePlan per file the recipe patches there."""
+
     settings: Settings
     installed: Installed
     files: List[FilePlan]
