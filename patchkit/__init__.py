@@ -1,4 +1,19 @@
-"""patchkit: reversible profiler patches for RL training stacks."""
+"""patchkit: reversible profiler patches for RL training stacks.
+
+The importable API; the command line (:mod:`patchkit.cli`) is a thin layer over it::
+
+    import patchkit
+
+    settings = patchkit.load("verl-fsdp-update", ["schedule.wait=2"])
+    print(patchkit.plan(settings).diff())        # what apply would change
+    for outcome in patchkit.apply(settings):     # patch, back up, record
+        print(outcome.state, outcome.path)
+    patchkit.status()                            # what is applied where
+    patchkit.revert(["verl-fsdp-update"])        # the original bytes back
+
+Each name loads its module on first use, so ``import patchkit`` (and
+``patchkit --help``) imports no parser, git or torch.
+"""
 
 __version__ = "0.2.0"
 
@@ -6,3 +21,39 @@ __version__ = "0.2.0"
 # but the registry's "patchkit" is an unrelated project: install this one by
 # this name (or from a wheel built from the checkout).
 DISTRIBUTION = "patchkit-profiler"
+
+# public name -> the module it comes from
+_EXPORTS = {
+    # recipes
+    "load": "recipe", "load_recipe": "recipe", "all_recipes": "recipe", "builtin_ids": "recipe",
+    "Settings": "model", "Recipe": "model",
+    # plan, apply, revert, status
+    "plan": "planning", "Plan": "planning", "FilePlan": "planning", "files_to_patch": "planning",
+    "apply": "transaction", "revert": "transaction",
+    "status": "state", "FileStatus": "state",
+    "FileOutcome": "outcome", "Outcome": "outcome", "Status": "outcome",
+    "Ledger": "ledger",
+    # a recipe's own examples
+    "run_examples": "examples", "ExampleOutcome": "examples",
+    # errors
+    "PatchkitError": "errors", "RecipeError": "errors", "OverrideError": "errors", "TargetError": "errors",
+    "AnchorError": "errors", "LedgerError": "errors", "LockedError": "errors", "Location": "errors",
+}
+
+__all__ = ["__version__", "DISTRIBUTION", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    try:
+        where = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value  # later look-ups find it without coming back here
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,8 +1,8 @@
 """Target files in a git checkout: where the work tree is, uncommitted changes, patchkit's commits.
 
-Finding a work tree (:func:`patchkit.targets.work_tree`) needs only
-:mod:`os.path`, so commands on site-packages never import this module or
-git.  Everything else goes through gitpython, imported on first use.
+Finding a work tree (:func:`work_tree`) needs only :mod:`os.path`, so
+commands on site-packages never import git.  Everything else goes through
+gitpython, imported on first use.
 
 ``apply --commit`` puts a recipe's patch in one commit on a new branch
 ``patchkit/<recipe-id>`` made from the commit that was checked out, and
@@ -21,9 +21,23 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .errors import Location, TargetError
 from .record import Record
-from .targets import work_tree  # noqa: F401  (os.path only, so it lives with the other file lookups)
 
 BRANCH_PREFIX = "patchkit/"
+
+
+def work_tree(path) -> Optional[Path]:
+    """The top of the git work tree that holds ``path`` (a ``.git`` found walking up), else None.  No git import."""
+    here = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(here):
+        here = os.path.dirname(here)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return Path(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
 
 _repos: Dict[str, object] = {}
 

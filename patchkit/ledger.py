@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, Optional, Set
 
+from . import gitrepo
 from .errors import LedgerError, Location, LockedError
-from .targets import work_tree
 
 LOCK_TIMEOUT = float(os.environ.get("PATCHKIT_LOCK_TIMEOUT", "60"))
 
@@ -201,6 +201,14 @@ class Ledger:
         self.save()
         self.drop_unused_backups(named)
 
+    def restore_records(self, records_before: Dict[str, Optional[dict]]) -> None:
+        """Put records back as they were (``None``: the file had none); in memory only, :meth:`save` writes them."""
+        for key, record in records_before.items():
+            if record is None:
+                self.files.pop(key, None)
+            else:
+                self.files[key] = FileRecord.from_json(dict(record))
+
     def recover(self) -> None:
         """Undo a change that a dead process left half-written, and restore its records."""
         if not self.pending:
@@ -220,11 +228,7 @@ class Ledger:
                 if old is not None:
                     write_source(path, old)
                     self.recovered.append(f"put back {path} (an earlier patchkit run stopped half-way)")
-        for key, record in self.pending.get("records", {}).items():
-            if record is None:
-                self.files.pop(key, None)
-            else:
-                self.files[key] = FileRecord.from_json(dict(record))
+        self.restore_records(self.pending.get("records", {}))
         self.pending = None
         self.save()
         self.drop_unused_backups(named)
@@ -239,7 +243,7 @@ def write_source(path: Path, data: bytes) -> None:
     """
     atomic_write(path, data)
     stale = sorted(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
-    if stale and work_tree(path) is not None:  # os.path only; git only inside a git work tree
+    if stale and gitrepo.work_tree(path) is not None:  # os.path only; git only inside a git work tree
         stale = _untracked(stale)
     for pyc in stale:
         with contextlib.suppress(OSError):
@@ -248,7 +252,6 @@ def write_source(path: Path, data: bytes) -> None:
 
 def _untracked(paths) -> list:
     """Those of ``paths`` git does not track; none when git cannot tell."""
-    from . import gitrepo
     from .errors import PatchkitError
 
     top = gitrepo.work_tree(paths[0]) if paths else None

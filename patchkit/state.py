@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from . import marks
+from .outcome import Status
 from .record import Record
 
 if TYPE_CHECKING:
@@ -16,8 +17,7 @@ if TYPE_CHECKING:
 
 class FileStatus(Record):
     record: Optional[FileRecord]  # None: patchkit lines this ledger has no record of (``found`` says where)
-    state: str  # applied, edited since apply, replaced (reinstalled?), reverted outside patchkit, missing,
-    #             applied (no record)
+    state: Status
     backup_ok: Optional[bool] = True  # None: no record, so no backup
     found: Optional[Found] = None
 
@@ -34,12 +34,12 @@ class FileStatus(Record):
         """The row of ``status --json``; a row without a record has ``backup: null`` and null settings."""
         if self.record is None:
             f = self.found
-            return {"path": str(f.path), "relpath": f.relpath, "root": str(f.root), "state": self.state,
+            return {"path": str(f.path), "relpath": f.relpath, "root": str(f.root), "state": self.state.value,
                     "backup": None, "distribution": f.distribution, "version": f.version,
                     "recipes": {rid: {"choices": None, "overrides": None, "backend": None, "git": None}
                                 for rid in f.recipes}}
         rec = self.record
-        return {"path": rec.path, "relpath": rec.relpath, "root": rec.root, "state": self.state,
+        return {"path": rec.path, "relpath": rec.relpath, "root": rec.root, "state": self.state.value,
                 "backup": "ok" if self.backup_ok else "missing or corrupted",
                 "distribution": rec.distribution, "version": rec.version,
                 "recipes": {rid: {"choices": a.choices, "overrides": a.overrides, "backend": a.backend,
@@ -75,18 +75,18 @@ def _status(led: Ledger, root: Optional[str] = None) -> List[FileStatus]:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            out.append(FileStatus(rec, "missing"))
+            out.append(FileStatus(rec, Status.MISSING))
             continue
         digest = sha256(data)
         if digest == rec.patched_sha256:
-            state = "applied"
+            state = Status.APPLIED
         elif digest == rec.original_sha256:
-            state = "reverted outside patchkit"
+            state = Status.REVERTED_OUTSIDE
         elif any(rid in marks.applied_ids(data.decode("utf-8", "replace")) for rid in rec.recipes):
-            state = "edited since apply"
+            state = Status.EDITED
         else:
-            state = "replaced (reinstalled?)"
+            state = Status.REPLACED
         out.append(FileStatus(rec, state, led.read_backup(rec.original_sha256) is not None))
     explained = {key: tuple(rec.recipes) for key, rec in led.files.items()}
-    out += [FileStatus(None, unrecorded.STATE, None, f) for f in unrecorded.find(explained, root)]
+    out += [FileStatus(None, Status.NO_RECORD, None, f) for f in unrecorded.find(explained, root)]
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from .errors import Location, TargetError
+from .gitrepo import work_tree
 from .model import Target
 from .record import Record
 
@@ -248,17 +249,3 @@ def covering(installed: Installed, target: Target, recipe_id: str) -> List[Tuple
         except ValueError:
             continue
     return sorted(found, key=lambda pair: (pair[0] != target.instead, pair[0]))
-
-
-def work_tree(path) -> Optional[Path]:
-    """The top of the git work tree that holds ``path`` (a ``.git`` found walking up), else None.  No git import."""
-    here = os.path.abspath(os.fspath(path))
-    if not os.path.isdir(here):
-        here = os.path.dirname(here)
-    while True:
-        if os.path.exists(os.path.join(here, ".git")):
-            return Path(here)
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent

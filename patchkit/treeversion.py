@@ -37,8 +37,8 @@ import re
 from pathlib import Path
 from typing import Optional, Tuple
 
+from . import gitrepo
 from .record import Record
-from .targets import work_tree
 from .versions import InvalidVersion, Version
 
 
@@ -56,10 +56,8 @@ _SCM = re.compile(r"^setuptools[-_]scm(?![\w.-])", re.I)
 
 def read(base: Path, package: str) -> Optional[TreeVersion]:
     """The version of the checkout ``base`` (the folder that holds ``package``/), or None if it says nothing."""
-    if work_tree(base) is None:  # os.path only: no git for a folder outside any work tree
+    if gitrepo.work_tree(base) is None:  # os.path only: no git for a folder outside any work tree
         return declared(base, package)
-    from . import gitrepo
-
     top = gitrepo.source_top(base)
     found = declared(base, package, top)
     if found is not None or top is None:
@@ -73,8 +71,6 @@ def declared(base: Path, package: str, top: Optional[Path] = None) -> Optional[T
     files = [base / package / "version" / "version"] + [base / package / n for n in ("__init__.py", "version.py", "_version.py")]
     files = [f for f in files + [base / "pyproject.toml"] if f.is_file()]
     if top is not None and files:
-        from . import gitrepo
-
         kept = gitrepo.tracked(top, files)
         if kept is not None:  # git cannot tell: every declared file counts
             files = [f for f in files if f in kept]

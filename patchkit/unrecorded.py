@@ -17,10 +17,6 @@ from . import marks
 from .errors import LedgerError, Location, TargetError
 from .record import Record
 
-STATE = "applied (no record)"
-REVERTED = "reverted without a backup (no record; marked lines taken out)"
-
-
 class Spot(Record):
     """A candidate file of a built-in recipe, where its package is installed."""
 
@@ -104,8 +100,8 @@ def find(explained: Mapping[str, Tuple[str, ...]], root: Optional[str] = None,
     return sorted(found, key=lambda f: str(f.path))
 
 
-def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tuple[str, bytes]:
-    """The state to report and the file's new bytes once the marked lines of ``gone`` are out.
+def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tuple[bytes, Optional[int]]:
+    """The file's new bytes once the marked lines of ``gone`` are out, and the hand-edited line ``force`` kept.
 
     ``last``: no recipe is left in the file afterwards, so an unmarked line
     calling the runtime is a hand edit too.  Such lines, and a result that
@@ -116,15 +112,12 @@ def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tu
     new = text
     for rid in gone:
         new = marks.strip(new, rid)
-    state = REVERTED
     left = marks.leftover(text, gone, last)
-    if left is not None:
-        if not force:
-            raise LedgerError(f"line {left[0]} still refers to patchkit after its marked lines are taken out "
-                              f"(edited by hand?): {left[1].strip()[:80]}", Location(str(path), left[0]),
-                              "remove that line yourself, or run `patchkit revert --force` to take out only the "
-                              "marked lines (no record here, so there is no backup to restore)")
-        state += f"; line {left[0]} kept (--force)"
+    if left is not None and not force:
+        raise LedgerError(f"line {left[0]} still refers to patchkit after its marked lines are taken out "
+                          f"(edited by hand?): {left[1].strip()[:80]}", Location(str(path), left[0]),
+                          "remove that line yourself, or run `patchkit revert --force` to take out only the "
+                          "marked lines (no record here, so there is no backup to restore)")
     data = new.encode(encoding)
     broken = _compile_error(data, path)
     if broken is not None and _compile_error(found.data, path) is None:
@@ -133,7 +126,7 @@ def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tu
         raise LedgerError(f"taking patchkit's marked lines out leaves a file Python cannot compile ({broken.msg}); "
                           "nothing was written", Location(str(path), line),
                           "the file was edited by hand around patchkit's lines: take them out yourself")
-    return state, data
+    return data, (left[0] if left is not None else None)
 
 
 def _compile_error(data: bytes, path: Path) -> Optional[SyntaxError]:

@@ -355,3 +355,16 @@ def test_reverting_a_recipe_whose_id_begins_another_leaves_the_other_alone(tree,
     assert (root / DP).read_bytes() == with_update
     api.revert(["verl-fsdp-update"], root=str(root))
     assert (root / DP).read_bytes() == original
+
+
+def test_restore_records_puts_each_record_back_or_drops_a_new_one(tree, tmp_path):
+    root = tree("verl-0.6")
+    led = Ledger(tmp_path / "home")
+    api.apply(api.load("verl-fsdp-update"), str(root), ledger=led)
+    with led.locked():
+        [key] = led.files
+        before = {key: led.files[key].to_json(), "/site/new.py": None}
+        led.files[key].recipes.clear()
+        led.files["/site/new.py"] = led.files[key]
+        led.restore_records(before)
+        assert list(led.files) == [key] and list(led.files[key].recipes) == ["verl-fsdp-update"]

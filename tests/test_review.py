@@ -485,3 +485,29 @@ def test_revert_without_a_record_in_a_checkout_puts_the_content_back_and_names_t
     assert f"git: in the git work tree {root}: only the file's content is put back; a branch {BRANCH}" in result.stderr
     assert (root / DP).read_bytes() == committed
     assert gitrepo.branch_tip(root, BRANCH) is not None  # left for the user: this ledger never made it
+
+
+# ---------------------------------------------------------------- patchkit.review, called directly
+
+def test_check_git_notes_each_file_and_refuses_the_users_own_changes(tmp_path):
+    from patchkit import planning, review
+    from patchkit.errors import TargetError
+    from patchkit.ledger import Ledger
+    from patchkit.recipe import load
+
+    top = tmp_path / "verl"
+    root = make_repo(top)
+    settings = load("verl-fsdp-update")
+    with Ledger().locked() as led:
+        p = planning.plan(settings, str(root))
+        assert review.check_git(settings, p, led, allow_dirty=False, commit=False) == {
+            p.files[0].path: f"tracked in the git work tree {top} (on main)"}
+        (root / DP).write_text((root / DP).read_text() + "# mine\n")
+        p = planning.plan(settings, str(root))
+        with pytest.raises(TargetError, match=r"uncommitted changes in verl/workers/actor/dp_actor.py \(git status 'M'\)"):
+            review.check_git(settings, p, led, allow_dirty=False, commit=False)
+        assert review.check_git(settings, p, led, allow_dirty=True, commit=False)  # noted, not refused
+        with pytest.raises(TargetError) as exc:
+            review.check_git(settings, p, led, allow_dirty=True, commit=True)
+        assert exc.value.hint == "--commit commits only patchkit's lines: commit or stash your changes first"
+    assert git(top, "status", "--porcelain").split() == ["M", DP]  # checks only: nothing written, nothing committed

@@ -1,0 +1,74 @@
+"""What apply and revert did to each file, and what status found: named states, not prose.
+
+Each state is a ``str``-valued Enum member whose value is the text patchkit
+prints (and ``status --json`` writes), so what users' scripts read stays the
+same while code compares members::
+
+    if outcome.state is Outcome.NOT_WRITTEN: ...
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Optional
+
+from .record import Record
+
+
+class Shown(str, enum.Enum):
+    """A state whose value is the text shown for it: ``str()``, f-strings and JSON give that text."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Outcome(Shown):
+    """What apply or revert did to one file."""
+
+    PATCHED = "patched"
+    UPDATED = "updated"  # patched again, with other settings or another recipe's lines kept
+    ALREADY_APPLIED = "already applied"
+    NOT_WRITTEN = "not written"  # apply --interactive: declined in review, so no file was written
+    REVERTED = "reverted"
+    REVERTED_EDITS_KEPT = "reverted, edits kept"  # edited since apply: only patchkit's lines taken out
+    REVERTED_EDITS_DISCARDED = "reverted, edits discarded (--force)"
+    REVERTED_BACKUP_MISSING = "reverted (backup missing: marked lines taken out)"
+    REVERTED_EDITS_KEPT_BACKUP_MISSING = "reverted, edits kept (backup missing: marked lines taken out)"
+    REVERTED_NO_RECORD = "reverted without a backup (no record; marked lines taken out)"
+    ALREADY_ORIGINAL = "already original"
+    REPLACED = "replaced"  # reinstalled or upgraded since apply: left alone
+    MISSING = "missing"
+
+    @property
+    def written(self) -> bool:
+        """apply wrote the file."""
+        return self in (Outcome.PATCHED, Outcome.UPDATED)
+
+
+class Status(Shown):
+    """What status finds in one file."""
+
+    APPLIED = "applied"
+    EDITED = "edited since apply"
+    REPLACED = "replaced (reinstalled?)"
+    REVERTED_OUTSIDE = "reverted outside patchkit"
+    MISSING = "missing"
+    NO_RECORD = "applied (no record)"  # patchkit lines no record of this PATCHKIT_HOME explains
+
+
+class FileOutcome(Record):
+    path: Path
+    relpath: str
+    state: Outcome
+    detail: str = ""  # apply: how many lines, and a symlink followed; revert: the recipes taken out
+    git: str = ""  # what patchkit found or did in the git checkout holding the file
+    kept_line: Optional[int] = None  # revert --force without a record: the hand-edited line left in the file
+
+    @property
+    def label(self) -> str:
+        """The state as patchkit reports it, with the line ``--force`` kept."""
+        return self.state.value + (f"; line {self.kept_line} kept (--force)" if self.kept_line else "")

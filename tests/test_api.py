@@ -1,0 +1,79 @@
+"""The importable API: ``patchkit`` names it, ``patchkit.api`` gathers it, and a whole round trip runs through it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import patchkit
+from patchkit import api
+
+from conftest import snapshot
+
+DP = "verl/workers/actor/dp_actor.py"
+R = "verl-fsdp-update"
+
+
+def test_a_round_trip_through_the_public_names(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    settings = patchkit.load(R, ["schedule.wait=2"])
+    assert isinstance(settings, patchkit.Settings)
+    plan = patchkit.plan(settings, str(root))
+    assert isinstance(plan, patchkit.Plan) and plan.diff().startswith(f"--- a/{DP}")
+    [done] = patchkit.apply(settings, str(root))
+    assert isinstance(done, patchkit.FileOutcome) and done.state is patchkit.Outcome.PATCHED
+    [row] = patchkit.status()
+    assert isinstance(row, patchkit.FileStatus) and row.state is patchkit.Status.APPLIED
+    assert row.to_json()["state"] == "applied"
+    [gone] = patchkit.revert([R])
+    assert gone.state is patchkit.Outcome.REVERTED and snapshot(root) == before
+    assert all(o.ok for o in patchkit.run_examples(settings))
+    with pytest.raises(patchkit.PatchkitError):
+        patchkit.revert([R])
+
+
+def test_every_public_name_is_the_one_its_module_defines():
+    import importlib
+
+    for name, where in patchkit._EXPORTS.items():
+        assert getattr(patchkit, name) is getattr(importlib.import_module(f"patchkit.{where}"), name), name
+    assert set(patchkit.__all__) == {"__version__", "DISTRIBUTION", *patchkit._EXPORTS}
+    assert set(patchkit.__all__) <= set(dir(patchkit))
+    with pytest.raises(AttributeError, match="module 'patchkit' has no attribute 'nope'"):
+        patchkit.nope  # noqa: B018
+
+
+def test_no_public_name_is_also_a_module_name():
+    """`import patchkit.x` sets the attribute x on the package: a function of that name would be shadowed."""
+    here = Path(patchkit.__file__).parent
+    modules = {p.stem for p in here.glob("*.py")} | {p.name for p in here.iterdir() if (p / "__init__.py").exists()}
+    assert not modules & set(patchkit._EXPORTS)
+
+
+def test_importing_patchkit_imports_nothing_else_until_a_name_is_used():
+    code = ("import sys; import patchkit; a = {m for m in sys.modules if m.startswith('patchkit')}; "
+            "patchkit.status; b = {m for m in sys.modules if m.startswith('patchkit')}; "
+            "print(sorted(a)); print('patchkit.state' in b, 'patchkit.engine' in b, "
+            "bool({'libcst', 'git', 'torch'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["['patchkit']", "True False False"]
+
+
+def test_the_api_module_gathers_the_layers():
+    from patchkit import examples, planning, recipe, state, transaction
+
+    assert (api.plan, api.files_to_patch, api.own_dependency) == (planning.plan, planning.files_to_patch,
+                                                                  planning.own_dependency)
+    assert (api.apply, api.revert, api.status) == (transaction.apply, transaction.revert, state.status)
+    assert (api.run_examples, api.example_points) == (examples.run_examples, examples.example_points)
+    assert (api.load, api.all_recipes, api.builtin_ids) == (recipe.load, recipe.all_recipes, recipe.builtin_ids)
+
+
+def test_api_diff_is_the_plans_diff(tree):
+    root = tree("verl-0.6")
+    settings = api.load(R)
+    assert api.diff(settings, str(root)) == api.plan(settings, str(root)).diff() != ""

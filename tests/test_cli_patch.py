@@ -1,0 +1,110 @@
+"""cli_patch: what diff, apply, revert and status say on this machine, one line per file, states as users read them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from patchkit import api, cli_patch
+from patchkit.cli import main
+from patchkit.ledger import Ledger
+from patchkit.outcome import FileOutcome, Outcome
+
+from conftest import FIXTURES
+
+DP = "verl/workers/actor/dp_actor.py"
+R = "verl-fsdp-update"
+
+
+def run(*args, code=0, input=None):
+    result = CliRunner().invoke(main, [str(a) for a in args], input=input)
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_apply_says_each_files_outcome_then_counts_the_written_ones(tree):
+    root = tree("verl-0.6")
+    path = (root / DP).resolve()
+    lines = run("apply", R, "--root", root).stderr.splitlines()
+    assert lines[0] == f"patched: {path} (11 lines)"
+    assert any(ln.startswith(f"{R}: 1 file(s) patched, 0 already applied (verl 0.6.1") for ln in lines)
+    lines = run("apply", R, "--root", root).stderr.splitlines()
+    assert lines[0] == f"already applied: {path}"
+    assert any(ln.startswith(f"{R}: 0 file(s) patched, 1 already applied") for ln in lines)
+    lines = run("apply", R, "schedule.wait=3", "--root", root).stderr.splitlines()
+    assert lines[0] == f"updated: {path} (11 lines)" and any("1 file(s) patched" in ln for ln in lines)
+
+
+def test_declined_in_review_says_not_written_and_exits_1(tree):
+    root = tree("verl-0.6")
+    result = run("apply", R, "--root", root, "-i", code=1, input="n\n")
+    assert f"not written: {(root / DP).resolve()} (declined in review)" in result.stderr
+    assert result.stderr.rstrip().endswith(f"{R}: nothing written")
+
+
+@pytest.mark.parametrize("change,first", [
+    (None, "applied   "), ("edit", "edited since apply"), ("reinstall", "replaced (reinstalled?)"),
+    ("original", "reverted outside patchkit"), ("delete", "missing   "),
+])
+def test_status_starts_each_row_with_its_state(tree, change, first):
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    api.apply(api.load(R), str(root))
+    if change == "edit":
+        (root / DP).write_bytes((root / DP).read_bytes() + b"# mine\n")
+    elif change == "reinstall":
+        (root / DP).write_bytes(original + b"# newer\n")
+    elif change == "original":
+        (root / DP).write_bytes(original)
+    elif change == "delete":
+        (root / DP).unlink()
+    [line] = run("status").stdout.splitlines()
+    assert line == f"{first}  {R}  {(root / DP).resolve()}  (verl 0.6.1)"
+    assert json.loads(run("status", "--json").stdout)["files"][0]["state"] == first.rstrip()
+
+
+def test_status_says_when_the_backup_is_gone_and_when_there_is_no_record(tree, tmp_path, patchkit_home):
+    root = tree("verl-0.6")
+    api.apply(api.load(R), str(root))
+    shutil.rmtree(patchkit_home / "backups")
+    [line] = run("status").stdout.splitlines()
+    assert line.endswith("(verl 0.6.1)  [backup missing or corrupted: revert takes the marked lines out]")
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURES / "verl-0.6", other)
+    api.revert([R])
+    api.apply(api.load(R), str(other), ledger=Ledger(tmp_path / "another-home"))
+    [line] = run("status", "--root", other).stdout.splitlines()
+    assert line == (f"applied (no record)  {R}  {(other / DP).resolve()}  (verl 0.6.1)  "
+                    f"[no record under {patchkit_home}: revert takes the marked lines out, without a backup]")
+
+
+def test_revert_says_each_files_outcome_with_the_line_force_kept(tree, tmp_path):
+    root = tree("verl-0.6")
+    api.apply(api.load(R), str(root), ledger=Ledger(tmp_path / "another-home"))
+    (root / DP).write_text((root / DP).read_text() + "x = 1  # was patchkit:verl-fsdp-update\n")
+    last = len((root / DP).read_text().splitlines())
+    result = run("revert", "--all", "--root", root, "--force")
+    assert result.stderr.splitlines() == [
+        f"reverted without a backup (no record; marked lines taken out); line {last} kept (--force): "
+        f"{(root / DP).resolve()} ({R})", "1 file(s) handled"]
+    assert run("revert", "--all").stderr == "nothing was applied\n"
+
+
+def test_each_git_note_is_said_once(capsys, tmp_path):
+    outcomes = [FileOutcome(tmp_path / n, n, Outcome.PATCHED, git=note)
+                for n, note in (("a.py", "committed 1234 on patchkit/r"), ("b.py", "committed 1234 on patchkit/r"),
+                                ("c.py", ""), ("d.py", "tracked in /other"))]
+    cli_patch.say_git(outcomes)
+    assert capsys.readouterr().err == "git: committed 1234 on patchkit/r\ngit: tracked in /other\n"
+
+
+def test_diff_says_what_would_change_and_where_to_apply_it(tree):
+    root = tree("verl-0.6")
+    result = run("diff", R, "--root", root)
+    assert result.stdout.startswith(f"--- a/{DP}\n+++ b/{DP}\n")
+    assert result.stderr.splitlines() == [
+        f"{R}: 1 file(s) would change, 0 already applied (verl 0.6.1, from verl metadata in {root.resolve()})",
+        f"apply the patch with `git apply` or `patch -p1` run in {root.resolve()}"]

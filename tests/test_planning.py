@@ -1,0 +1,108 @@
+"""planning: the files a recipe patches here, and each one's transform, read and never written."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchkit import planning
+from patchkit.errors import AnchorError, TargetError
+from patchkit.model import AlreadyApplied, Applied
+from patchkit.recipe import load, load_recipe
+
+from conftest import RECIPES, snapshot
+
+DP = "verl/workers/actor/dp_actor.py"
+
+
+def test_a_plan_reads_transforms_and_writes_nothing(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    p = planning.plan(load("verl-fsdp-update"), str(root))
+    assert snapshot(root) == before
+    [f] = p.files
+    assert (f.relpath, f.path, f.changes, f.via, f.work_tree, f.tracked) == (DP, (root / DP).resolve(), True, "", None, False)
+    assert isinstance(f.result, Applied) and f.data == (root / DP).read_bytes() and f.encoding == "utf-8"
+    assert f.new_bytes() == f.result.text.encode("utf-8")
+    assert f.diffpath == DP  # outside git: from the root, as `patch -p1` there takes it
+    assert p.diff() == f.diff() and f.diff().startswith(f"--- a/{DP}\n+++ b/{DP}\n")
+    assert p.patch_bases() == [root]
+    assert (p.installed.root, p.installed.version, p.version_skipped) == (root.resolve(), "0.6.1", "")
+
+
+def test_a_file_already_patched_plans_no_change_and_an_empty_diff(tree):
+    root = tree("verl-0.6")
+    first = planning.plan(load("verl-fsdp-update"), str(root)).files[0]
+    (root / DP).write_bytes(first.new_bytes())
+    [again] = planning.plan(load("verl-fsdp-update"), str(root)).files
+    assert isinstance(again.result, AlreadyApplied) and not again.changes
+    assert again.diff() == ""
+    assert planning.plan(load("verl-fsdp-update"), str(root)).patch_bases() == []
+
+
+def test_the_first_candidate_where_every_point_resolves_is_picked(tree):
+    """vllm-ascend 0.11 ships worker_v1.py only; the recipe lists it before worker.py."""
+    root = tree("vllm-ascend-0.11")
+    [f] = planning.plan(load("vllm-ascend-decode"), str(root)).files
+    assert f.relpath == "vllm_ascend/worker/worker_v1.py"
+    installed, paths = planning.files_to_patch(load("vllm-ascend-decode"), str(root))
+    assert paths == [(root / f.relpath).resolve()] and installed.version == "0.11.0"
+
+
+def test_a_recipe_whose_candidates_are_all_missing_names_them_and_the_version(tree):
+    root = tree("verl-0.6")
+    (root / DP).unlink()
+    with pytest.raises(TargetError) as exc:
+        planning.plan(load("verl-fsdp-update"), str(root))
+    assert f"none of the recipe's files is in {root.resolve()}: {DP}" in exc.value.message
+    assert exc.value.hint == "is verl 0.6.1 the package this recipe is for?"
+
+
+def test_a_candidate_of_another_shape_is_refused_with_its_line_and_the_range(tree):
+    root = tree("verl-0.6")
+    (root / DP).write_text((root / DP).read_text().replace("self._optimizer_step()", "self._optimizer_stepped()"))
+    with pytest.raises(AnchorError) as exc:
+        planning.plan(load("verl-fsdp-update"), str(root))
+    assert "no statement calling self._optimizer_step" in exc.value.message
+    assert "(verl 0.6.1; verl-fsdp-update supports >=0.4,<0.8)" in exc.value.message
+    assert exc.value.where.path == str((root / DP).resolve()) and exc.value.where.line
+
+
+def test_skip_version_check_keeps_the_refusal_it_let_through(tree, tmp_path):
+    root = tree("verl-0.6")
+    mine = tmp_path / "mine" / "verl-fsdp-update.yaml"
+    mine.parent.mkdir()
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.4,<0.8"', '">=0.7,<0.8"'))
+    with pytest.raises(TargetError):
+        planning.plan(load_recipe(mine), str(root))
+    p = planning.plan(load_recipe(mine), str(root), skip_version_check=True)
+    assert p.files[0].changes
+    assert p.version_skipped.startswith("verl 0.6.1 is installed") and ">=0.7,<0.8" in p.version_skipped
+
+
+def test_a_symlinked_file_is_planned_at_its_real_place(tree, tmp_path):
+    root = tree("verl-0.6")
+    real = tmp_path / "elsewhere.py"
+    (root / DP).rename(real)
+    (root / DP).symlink_to(real)
+    [f] = planning.plan(load("verl-fsdp-update"), str(root)).files
+    assert f.path == real and f.via == f"through symlink {root / DP}"
+
+
+def test_files_to_patch_reads_no_target_when_the_version_is_refused(tree, monkeypatch):
+    root = tree("verl-0.9")
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a target file was read")
+
+    monkeypatch.setattr(planning, "_file_plan", no_reading)
+    with pytest.raises(TargetError, match="verl 0.9.1 is installed"):
+        planning.files_to_patch(load("verl-fsdp-update"), str(root))
+
+
+@pytest.mark.parametrize("package,expected", [("click", "click"), ("yaml", "pyyaml"), ("git", "gitpython"),
+                                              ("patchkit", "patchkit-profiler"), ("verl", None)])
+def test_own_dependency_names_patchkits_own_distributions(tmp_path, package, expected):
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(f"id: probe\ndescription: d\ntarget: {{package: {package}, files: [{package}/a.py]}}\n"
+                      "backend: torch\npoints: [{class: A, method: m, at: method_start}]\n")
+    assert planning.own_dependency(load_recipe(recipe)) == expected

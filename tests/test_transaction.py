@@ -1,0 +1,162 @@
+"""transaction: apply and revert report a named Outcome per file, write every file or none, and keep the records."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from patchkit import transaction
+from patchkit.errors import LedgerError, PatchkitError, TargetError
+from patchkit.ledger import Ledger
+from patchkit.outcome import Outcome
+from patchkit.recipe import load
+
+from conftest import snapshot
+
+DP = "verl/workers/actor/dp_actor.py"
+R = "verl-fsdp-update"
+
+
+def recorded(home):
+    path = home / "ledger.json"
+    return json.loads(path.read_text())["files"] if path.exists() else {}
+
+
+def test_apply_says_patched_then_already_applied_then_updated(tree):
+    root = tree("verl-0.6")
+    [first] = transaction.apply(load(R), str(root))
+    assert (first.state, first.detail, first.relpath, first.git) == (Outcome.PATCHED, "11 lines", DP, "")
+    assert first.path == (root / DP).resolve()
+    [again] = transaction.apply(load(R), str(root))
+    assert (again.state, again.detail) == (Outcome.ALREADY_APPLIED, "")
+    [other] = transaction.apply(load(R, ["schedule.wait=3"]), str(root))
+    assert other.state is Outcome.UPDATED and "wait=3" in (root / DP).read_text()
+    [second] = transaction.apply(load("verl-fsdp-logprob"), str(root))  # another recipe in the same file
+    assert second.state is Outcome.PATCHED
+
+
+def test_review_sees_the_files_about_to_change_and_a_no_writes_nothing(tree, patchkit_home):
+    root = tree("verl-0.6")
+    transaction.apply(load(R), str(root))
+    applied, records = snapshot(root), recorded(patchkit_home)
+    shown = []
+
+    def decline(files):
+        shown.extend(files)
+        return False
+
+    [o] = transaction.apply(load(R, ["schedule.wait=3"]), str(root), review=decline)
+    assert (o.state, o.detail) == (Outcome.NOT_WRITTEN, "declined in review")
+    assert [f.relpath for f in shown] == [DP] and "wait=3" in shown[0].diff()
+    assert snapshot(root) == applied and recorded(patchkit_home) == records  # the earlier settings stay, on disk too
+    [o] = transaction.apply(load(R, ["schedule.wait=3"]), str(root), review=lambda files: True)
+    assert o.state is Outcome.UPDATED
+
+
+def test_review_is_not_asked_when_nothing_would_change(tree):
+    root = tree("verl-0.6")
+    transaction.apply(load(R), str(root))
+
+    def never(files):
+        raise AssertionError("asked")
+
+    assert [o.state for o in transaction.apply(load(R), str(root), review=never)] == [Outcome.ALREADY_APPLIED]
+
+
+def test_a_file_that_cannot_be_written_is_refused_before_anything_is(tree, monkeypatch, patchkit_home):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    target = str((root / DP).resolve())
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == target else real(p, mode))
+    with pytest.raises(TargetError) as exc:
+        transaction.apply(load(R), str(root))
+    assert exc.value.message == "the file (or its folder) is not writable" and exc.value.where.path == target
+    assert snapshot(root) == before and recorded(patchkit_home) == {}
+
+
+def test_revert_gives_the_original_bytes_back(tree, patchkit_home):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    transaction.apply(load(R), str(root))
+    [o] = transaction.revert([R])
+    assert (o.state, o.detail, o.relpath) == (Outcome.REVERTED, R, DP)
+    assert snapshot(root) == before and recorded(patchkit_home) == {}
+
+
+@pytest.mark.parametrize("change,force,state", [
+    ("delete", False, Outcome.MISSING),
+    ("original", False, Outcome.ALREADY_ORIGINAL),
+    ("reinstall", False, Outcome.REPLACED),
+    ("edit", False, Outcome.REVERTED_EDITS_KEPT),
+    ("edit", True, Outcome.REVERTED_EDITS_DISCARDED),
+])
+def test_revert_names_what_it_found(tree, change, force, state):
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    transaction.apply(load(R), str(root))
+    patched = (root / DP).read_bytes()
+    if change == "delete":
+        (root / DP).unlink()
+    elif change == "original":
+        (root / DP).write_bytes(original)
+    elif change == "reinstall":
+        (root / DP).write_bytes(original + b"# a newer release\n")
+    else:
+        (root / DP).write_bytes(patched + b"# my note\n")
+    [o] = transaction.revert([], everything=True, force=force)
+    assert o.state is state
+    if change == "edit":
+        assert (root / DP).read_bytes() == (original if force else original + b"# my note\n")
+
+
+@pytest.mark.parametrize("edited,state", [(False, Outcome.REVERTED_BACKUP_MISSING),
+                                          (True, Outcome.REVERTED_EDITS_KEPT_BACKUP_MISSING)])
+def test_revert_without_its_backup_takes_the_marked_lines_out(tree, patchkit_home, edited, state):
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    transaction.apply(load(R), str(root))
+    for backup in (patchkit_home / "backups").iterdir():
+        backup.unlink()
+    if edited:
+        (root / DP).write_bytes((root / DP).read_bytes() + b"# my note\n")
+    [o] = transaction.revert([R])
+    assert o.state is state
+    assert (root / DP).read_bytes() == original + (b"# my note\n" if edited else b"")
+
+
+def test_lines_no_record_explains_come_out_and_force_says_the_line_it_kept(tree, tmp_path):
+    root = tree("verl-0.6")
+    original = (root / DP).read_text()
+    transaction.apply(load(R), str(root), ledger=Ledger(tmp_path / "other-home"))
+    (root / DP).write_text((root / DP).read_text() + "x = 1  # see patchkit:verl-fsdp-update\n")
+    last = len((root / DP).read_text().splitlines())  # the hand-edited line, numbered as on disk
+    with pytest.raises(LedgerError, match="still refers to patchkit"):
+        transaction.revert([R], root=str(root))
+    [o] = transaction.revert([R], root=str(root), force=True)
+    assert o.state is Outcome.REVERTED_NO_RECORD and o.detail == R
+    assert o.kept_line == last
+    assert o.label.endswith(f"; line {o.kept_line} kept (--force)")
+    assert (root / DP).read_text() == original + "x = 1  # see patchkit:verl-fsdp-update\n"
+
+
+def test_revert_needs_recipes_or_everything_and_says_when_nothing_is_applied(tree):
+    with pytest.raises(PatchkitError, match="say which recipes to revert"):
+        transaction.revert()
+    with pytest.raises(LedgerError, match=f"nothing to revert: {R} is not applied"):
+        transaction.revert([R])
+    assert transaction.revert([], everything=True) == []
+
+
+def test_revert_under_root_leaves_other_roots_alone(tree, tmp_path):
+    one = tree("verl-0.6")
+    two = tmp_path / "two"
+    shutil.copytree(one, two / "site")
+    transaction.apply(load(R), str(one))
+    transaction.apply(load(R), str(two / "site"))
+    [o] = transaction.revert([R], root=str(two / "site"))
+    assert o.path == (two / "site" / DP).resolve()
+    assert "# patchkit:" in (one / DP).read_text() and "# patchkit:" not in (two / "site" / DP).read_text()
