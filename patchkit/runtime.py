@@ -44,6 +44,7 @@ import inspect
 import os
 import sys
 import threading
+import time
 
 __all__ = ["configure", "start", "step", "on_exit", "refuse", "reset", "set_strict", "report", "schedule_action"]
 
@@ -445,6 +446,7 @@ class _Capture:
             while self.action(last) != RECORD_AND_SAVE:
                 last += 1
             self.window = (n, last)
+            self.window_started = time.time()  # for the capture's manifest
             self.program.run("window_open", n)
             where = self.program.trace_dir or f"the {self.backend} report"
             _say(f"{self.key}: recording {_span(n, last)} (rank {self.rank}, {self.backend}) -> {where}")
@@ -465,6 +467,7 @@ class _Capture:
     def _log_close(self, first, last, why):
         new = self.program.new_traces()
         self.traces += new
+        _write_manifest(self, first, last, new, why)
         if self.program.trace_dir is None:
             where = f"written by {self.backend} itself"
         elif new:
@@ -534,3 +537,16 @@ def _cut_short(path):
 
 def _span(a, b):
     return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+def _write_manifest(cap, first, last, traces, why):
+    """The capture's manifest next to its traces (patchkit.manifest); a failure is one line, never raised."""
+    try:
+        from patchkit import manifest
+
+        manifest.record_window(cap.key, cap.backend, cap.rank, cap.s, first, last,
+                               getattr(cap, "window_started", None), traces, why.replace(" at ", "", 1))
+    except Exception as exc:
+        _say(f"{cap.key}: the capture's manifest was not written: {type(exc).__name__}: {exc}")
+        if _strict():
+            raise
