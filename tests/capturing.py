@@ -92,3 +92,16 @@ def snapshot(root: Path) -> dict:
     if not root.exists():
         return {}
     return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+_RUNS: dict = {}
+
+
+def two_rank_run(factory) -> Path:
+    """The save path of one real two-rank gloo run (made once per test session; copy it before changing it)."""
+    if "two" not in _RUNS:
+        base = factory.mktemp("two-ranks")
+        site = patched(base, *TORCH, "profiler.save_path=outputs/traces")
+        train_ranks(site, base / "job", env={"PATCHKIT_HOME": str(base / "home")})
+        _RUNS["two"] = base / "job" / "outputs" / "traces"
+    return _RUNS["two"]
