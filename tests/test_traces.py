@@ -139,3 +139,28 @@ def test_help_imports_neither_torch_libcst_git_nor_ray(args, tmp_path):
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
                           env=dict(os.environ, PATCHKIT_HOME=str(tmp_path)))
     assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+def test_a_capture_whose_profiler_writes_its_own_report_is_listed_and_collected_from_its_manifest(
+        tmp_path, clean_runtime, monkeypatch):
+    """As with nsys: no trace in the save path, the manifest says which window of which process was recorded."""
+    import types
+
+    from patchkit import backends
+
+    own = types.ModuleType("own_report_backend")
+    own.STATIC_FEATURES, own.probe = {}, dict
+    own.plan = lambda s, features, key: backends.Plan(sections={"window_open": "pass\n"}, trace_dir=None)
+    monkeypatch.setitem(backends._REGISTRY, "ownreport", own)
+    out = tmp_path / "out"
+    clean_runtime.configure("own", backend="ownreport", save_path=str(out), wait=1, warmup=0, active=2)
+    for _ in range(4):
+        clean_runtime.step("own")
+    [path] = (out / manifest.FOLDER).glob("*.json")
+    assert path.name == f"own_{socket.gethostname()}_{os.getpid()}_steps1-2.json"
+    assert rows(cli("traces", str(out)).stdout) == [
+        ["own", "0", "-", "1-2", "(ownreport", "report)", socket.gethostname(), str(path)]]
+    dest = tmp_path / "collected"
+    result = cli("collect", str(dest), str(out))
+    assert "(the ownreport report itself is where ownreport wrote it)" in result.stdout
+    assert json.loads((dest / "own" / manifest.FOLDER / f"rank0_{path.name}").read_text())["steps"]["first"] == 1
