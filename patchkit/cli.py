@@ -269,5 +269,11 @@ def demo(keep: bool) -> None:
     sys.exit(run_demo(keep=keep, echo=click.echo))
 
 
+from .cli_traces import collect as _collect_cmd, traces as _traces_cmd  # noqa: E402  (after the capture)
+
+main.add_command(_traces_cmd)
+main.add_command(_collect_cmd)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
