@@ -122,6 +122,7 @@ def _png(summary: Summary, ranks: Sequence[RankSummary], path: str) -> bytes:
         series = _series(rank)
         axes.plot([x for x, _ in series], [y for _, y in series], marker="o", color=COLOURS[n % len(COLOURS)],
                   label=rank.label)
+    axes.set_xticks(sorted({x for rank in ranks for x, _ in _series(rank)}))
     axes.set_xlabel("step")
     axes.set_ylabel("step time (ms)")
     axes.set_title(f"Step time per rank: {os.path.basename(summary.path.rstrip(os.sep)) or summary.path}")

@@ -118,17 +118,16 @@ def _ranked(path: str, kind: str, root: str, manifests: Dict[str, Dict[str, Tupl
     folder = os.path.dirname(path)
     if folder not in manifests:
         manifests[folder] = _manifests_in(folder)
-    entry = manifests[folder].get(os.path.basename(path))
-    if entry is not None:
-        record, where = entry
-        rank = record.get("rank")
-        return Capture(path, kind, rank if isinstance(rank, int) else None, str(record.get("role") or ""),
-                       "manifest" if isinstance(rank, int) else "", where)
+    record, where = manifests[folder].get(os.path.basename(path), ({}, ""))
+    role = str(record.get("role") or "")
+    rank = record.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        return Capture(path, kind, rank, role, "manifest", where)
     rank = _rank_inside(path, kind)
     if rank is not None:
-        return Capture(path, kind, rank, "", "trace" if kind == "torch" else "profiler_info")
+        return Capture(path, kind, rank, role, "trace" if kind == "torch" else "profiler_info", where)
     rank = _rank_in_path(path, root)
-    return Capture(path, kind, rank, "", "path name" if rank is not None else "")
+    return Capture(path, kind, rank, role, "path name" if rank is not None else "", where)
 
 
 def capture_name(name: str) -> str:

@@ -53,6 +53,8 @@ def test_rank_comes_from_the_manifest_first_then_the_trace_then_the_name(tmp_pat
     trace(tmp_path / "rank7_a.pt.trace.json", distributed=3)
     manifest(tmp_path, "rank7_a.pt.trace.json", rank=5, role="ref")
     trace(tmp_path / "rank7_b.pt.trace.json", distributed=3)
+    trace(tmp_path / "rank7_d.pt.trace.json", distributed=2)
+    manifest(tmp_path, "rank7_d.pt.trace.json", rank=None, role="actor")  # no rank in it: the role still counts
     trace(tmp_path / "rank7_c.pt.trace.json.gz").unlink()
     import gzip
 
@@ -60,8 +62,8 @@ def test_rank_comes_from_the_manifest_first_then_the_trace_then_the_name(tmp_pat
         json.dump({"traceEvents": [STEP]}, handle)
     got = {c.path.rsplit("/", 1)[1]: (c.rank, c.role, c.rank_from) for c in find(str(tmp_path))}
     assert got == {"rank7_a.pt.trace.json": (5, "ref", "manifest"), "rank7_b.pt.trace.json": (3, "", "trace"),
-                   "rank7_c.pt.trace.json.gz": (7, "", "path name")}
-    assert [c.label for c in find(str(tmp_path)) if c.role] == ["rank 5 (ref)"]
+                   "rank7_c.pt.trace.json.gz": (7, "", "path name"), "rank7_d.pt.trace.json": (2, "actor", "trace")}
+    assert [c.label for c in find(str(tmp_path)) if c.role] == ["rank 2 (actor)", "rank 5 (ref)"]
 
 
 def test_ascend_folders_take_their_rank_from_profiler_info_and_are_not_searched_inside(tmp_path):
