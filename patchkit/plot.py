@@ -9,6 +9,7 @@ all (a temporary file beside it, then a rename).
 from __future__ import annotations
 
 import html
+import math
 import os
 import tempfile
 from typing import List, Sequence, Tuple
@@ -63,10 +64,18 @@ def _series(rank: RankSummary) -> List[Tuple[int, float]]:
     return [(s.number if s.number is not None else i, s.duration_us / 1000) for i, s in enumerate(rank.steps)]
 
 
+def _round_up(value: float) -> float:
+    """The axis' top: a round number at or above ``value`` whose quarters are round too."""
+    if value <= 0:
+        return 1.0
+    scale = 10 ** math.floor(math.log10(value))
+    return next(m * scale for m in (1, 1.2, 2, 4, 6, 8, 10) if m * scale >= value)
+
+
 def _html(summary: Summary, ranks: Sequence[RankSummary]) -> str:
     points = [p for r in ranks for p in _series(r)]
     x0, x1 = (min(p[0] for p in points), max(p[0] for p in points)) if points else (0, 1)
-    y1 = max((p[1] for p in points), default=1.0) * 1.1 or 1.0
+    y1 = _round_up(max((p[1] for p in points), default=1.0) * 1.05)
     span = (x1 - x0) or 1
 
     def sx(x: float) -> float:
@@ -84,9 +93,10 @@ def _html(summary: Summary, ranks: Sequence[RankSummary]) -> str:
            'text-anchor="middle">step time (ms)</text>']
     for i in range(5):
         y = y1 * i / 4
-        svg.append(f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.3g}</text>'
+        svg.append(f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:g}</text>'
                    f'<line x1="{LEFT}" y1="{sy(y):.1f}" x2="{W - RIGHT}" y2="{sy(y):.1f}" stroke="#eee"/>')
-    for x in sorted({p[0] for p in points}):
+    ticks = sorted({p[0] for p in points})
+    for x in ticks[::-(-len(ticks) // 20)]:  # at most 20 labels
         svg.append(f'<text x="{sx(x):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{x}</text>')
     for n, rank in enumerate(ranks):
         colour, series, name = COLOURS[n % len(COLOURS)], _series(rank), html.escape(rank.label)
