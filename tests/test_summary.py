@@ -130,3 +130,15 @@ def test_help_imports_none_of_the_analysis_libraries(tmp_path):
                 if line.startswith("import time:")}
     assert not imported & {"torch", "libcst", "git", "ray", "matplotlib", "csv", "gzip"}
     assert "patchkit.summary" not in done.stderr and "patchkit.traceread" not in done.stderr
+
+
+def test_a_manifest_from_a_newer_patchkit_stops_summary_and_no_plot_is_written(run, tmp_path):
+    (run / "patchkit-manifests").mkdir()
+    manifest = run / "patchkit-manifests" / "h_1.1.json"
+    manifest.write_text(json.dumps({"format": 2, "kind": "patchkit-capture", "patchkit": "9.0.0", "rank": 0,
+                                    "traces": [{"name": "h_1.1.pt.trace.json"}]}))
+    before = snapshot(tmp_path)
+    result = invoke("summary", run, "--plot", tmp_path / "steps.html")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: {manifest}:1: written by patchkit 9.0.0 in manifest format 2")
+    assert snapshot(tmp_path) == before
