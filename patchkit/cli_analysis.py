@@ -72,9 +72,9 @@ def analyse_cmd(path: str, export_type, no_cluster: bool) -> None:
     if no_cluster:
         _say("cluster analysis skipped (--no-cluster)")
         return
-    if folders == [root]:
-        _say(f"one capture: no cluster analysis (run `patchkit analyse` on the folder that holds every rank's "
-             f"*_ascend_pt)")
+    if len(folders) == 1 and os.path.commonpath([folders[0], root]) == folders[0]:  # PATH is the capture itself
+        _say("one capture: no cluster analysis (run `patchkit analyse` on the folder that holds every rank's "
+             "*_ascend_pt)")
         return
     run = analyse.cluster(root, on_line=_relay)
     if run is None:
