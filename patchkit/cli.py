@@ -269,5 +269,16 @@ def demo(keep: bool) -> None:
     sys.exit(run_demo(keep=keep, echo=click.echo))
 
 
+from .cli_traces import collect as _collect_cmd, traces as _traces_cmd  # noqa: E402  (after the capture)
+
+main.add_command(_traces_cmd)
+main.add_command(_collect_cmd)
+
+from . import cli_analysis  # noqa: E402  (after main: analyse, summary and compare attach to it)
+
+main.add_command(cli_analysis.analyse_cmd)
+main.add_command(cli_analysis.summary_cmd)
+main.add_command(cli_analysis.compare_cmd)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -98,7 +98,7 @@ def _patches(s, root: Optional[str]) -> str:
         where = f"{exc.where}: " if exc.where and exc.where.line is not None else ""
         return f"patches:  no file shown: {where}{exc.message}" + (f"\n          hint: {exc.hint}" if exc.hint else "")
     return (f"patches:  {', '.join(map(str, paths))}\n"
-            f"          ({s.recipe.target.distribution} {installed.version or '(version unknown)'}, "
+            f"          ({s.recipe.target.distribution} {installed.shown or '(version unknown)'}, "
             f"from {installed.version_from})")
 
 

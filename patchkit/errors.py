@@ -78,3 +78,9 @@ class LockedError(LedgerError):
     """Another patchkit process holds the lock."""
 
     title = "locked"
+
+
+class TraceError(PatchkitError):
+    """A trace, a torch_npu capture or a manifest cannot be read, or the tool that reads it is missing."""
+
+    title = "bad trace"

@@ -121,7 +121,9 @@ def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Inst
 
 # patchkit's own import and the imports of its dependencies, with their distributions: a recipe that
 # patches one of them makes every later patchkit command run, and profile, patchkit itself
-OWN_DEPENDENCIES = {"patchkit": DISTRIBUTION, "click": "click", "yaml": "pyyaml", "libcst": "libcst", "git": "gitpython"}
+# import name -> distribution, for patchkit and every dependency in pyproject.toml (a test keeps them in step)
+OWN_DEPENDENCIES = {"patchkit": DISTRIBUTION, "click": "click", "yaml": "pyyaml", "libcst": "libcst", "git": "gitpython",
+                    "packaging": "packaging", "tomli": "tomli"}
 
 
 def own_dependency(settings: Settings) -> Optional[str]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
-from .runtime_registry import fail, lock, retire, say
+from .runtime_registry import fail, lock, retire, say, strict
 
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
 
@@ -111,6 +112,7 @@ class Capture:
             cycle = wait + warmup + active
             last = n + cycle - 1 - (n - skip_first) % cycle  # this cycle's RECORD_AND_SAVE step
             self.window = (n, last)
+            self.window_started = time.time()  # for the capture's manifest
             self.program.run("window_open", n)
             where = self.program.trace_dir or f"the {self.backend} report"
             say(f"{self.key}: recording {_span(n, last)} (rank {self.rank}, {self.backend}) -> {where}")
@@ -170,6 +172,7 @@ class Capture:
     def _log_close(self, first, last, why):
         new = self.program.new_traces()
         self.traces += new
+        _write_manifest(self, first, last, new, why)
         if self.program.trace_dir is None:
             where = f"written by {self.backend} itself"
         elif new:
@@ -243,3 +246,16 @@ def _cut_short(path):
 
 def _span(a, b):
     return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+def _write_manifest(cap, first, last, traces, why):
+    """The capture's manifest next to its traces (patchkit.manifest); a failure is one line, never raised."""
+    try:
+        from . import manifest
+
+        manifest.record_window(cap.key, cap.backend, cap.rank, cap.s, first, last,
+                               getattr(cap, "window_started", None), traces, why.replace(" at ", "", 1))
+    except Exception as exc:
+        say(f"{cap.key}: the capture's manifest was not written: {type(exc).__name__}: {exc}")
+        if strict():
+            raise

@@ -190,11 +190,33 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
                           f"(edited by hand?): {leftover[1].strip()[:80]}", Location(str(path), leftover[0]),
                           "remove that line yourself, or run `patchkit revert --force` to "
                           + ("restore the original file" if everything and backup is not None else "take out only the marked lines"))
+    broken = _breaks(text, new, path)
+    if broken is not None:
+        raise LedgerError(f"taking patchkit's lines out would leave a file that does not compile ({broken[1]}); "
+                          "nothing was written", Location(str(path), broken[0]),
+                          "the lines around it were edited by hand (a formatter?): put patchkit's lines back as "
+                          "apply wrote them, or fix the file by hand"
+                          + ("; `patchkit revert --force` restores the original file" if everything and backup is not None
+                             else ""))
     if backup is None and everything:
         state = Outcome.REVERTED_EDITS_KEPT_BACKUP_MISSING if edited else Outcome.REVERTED_BACKUP_MISSING
     else:
         state = Outcome.REVERTED_EDITS_KEPT if edited else Outcome.REVERTED
     return FileOutcome(path, rec.relpath, state, label), (path, data, new.encode(encoding))
+
+
+def _breaks(before: str, after: str, path: Path):
+    """``(line, message)`` when ``after`` does not compile but ``before`` (the file on disk) does, else None."""
+    try:
+        compile(after, str(path), "exec", dont_inherit=True)
+        return None
+    except (SyntaxError, ValueError) as exc:
+        failure = (getattr(exc, "lineno", None), getattr(exc, "msg", str(exc)))
+    try:
+        compile(before, str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None  # it did not compile before patchkit's lines come out either: not patchkit's to judge
+    return failure
 
 
 def _revert_unrecorded(led: Ledger, ids: set, everything: bool, root: Optional[str], force: bool,

@@ -81,7 +81,8 @@ class Recorder(types.ModuleType):
 
 
 @pytest.fixture
-def recorder(monkeypatch):
+def recorder(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # its windows' manifests go to the (relative) save path: not into the checkout
     rec = Recorder()
     monkeypatch.setitem(sys.modules, "_pk_recorder_log", rec)
     monkeypatch.setitem(backends._REGISTRY, "recorder", rec)

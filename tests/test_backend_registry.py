@@ -67,6 +67,7 @@ def registry(monkeypatch):
 def echo(tmp_path, monkeypatch, registry):
     folder = tmp_path / "plugins"
     folder.mkdir()
+    monkeypatch.chdir(tmp_path)  # its windows' manifests go to the (relative) save path: not into the checkout
     (folder / "echo_backend.py").write_text(ECHO)
     monkeypatch.syspath_prepend(str(folder))
     registry.register("echo", "echo_backend")  # by path: imported when first used

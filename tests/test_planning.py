@@ -106,3 +106,17 @@ def test_own_dependency_names_patchkits_own_distributions(tmp_path, package, exp
     recipe.write_text(f"id: probe\ndescription: d\ntarget: {{package: {package}, files: [{package}/a.py]}}\n"
                       "backend: torch\npoints: [{class: A, method: m, at: method_start}]\n")
     assert planning.own_dependency(load_recipe(recipe)) == expected
+
+
+def test_every_dependency_of_patchkit_counts_as_its_own():
+    """Patching any of them would make patchkit profile itself: the warning must know them all."""
+    import re
+
+    from conftest import REPO
+    from patchkit.planning import OWN_DEPENDENCIES
+
+    text = (REPO / "pyproject.toml").read_text()
+    block = text[text.index("dependencies = ["):]
+    block = block[: block.index("]")]
+    required = {re.match(r"[A-Za-z0-9_.-]+", item).group(0).lower() for item in re.findall(r'"([^"]+)"', block)}
+    assert required <= set(OWN_DEPENDENCIES.values())

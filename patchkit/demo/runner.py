@@ -59,7 +59,8 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
         for outcome in api.apply(settings, str(site), ledger=ledger):
             echo(f"   {outcome.state}: {outcome.relpath} ({outcome.detail})")
         echo(f"== 4. train: {UPDATES} updates x 2 mini-batches x 2 micro-batches on CPU, one profiler step per micro-batch")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).parents[2])]))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).parents[2])]),
+                   PATCHKIT_HOME=str(work / "state"))  # the runtime's index of captures stays in the demo's folder
         env.pop("PATCHKIT_STRICT", None)
         done = subprocess.run([sys.executable, "-m", "patchkit.demo.train", "--updates", str(UPDATES)],
                               cwd=str(work), env=env, capture_output=True, text=True, timeout=600)

@@ -459,9 +459,10 @@ def test_one_cycle_with_torch_profiler_writes_one_folder_with_step_spans(use, tm
     assert steps == ["ProfilerStep#2", "ProfilerStep#3"]  # active=2
     assert any(n.startswith("aten::") for n in names)  # real torch CPU events
     assert (pdir / "FRAMEWORK" / "double_events.json").is_file()
-    for csv in ("kernel_details.csv", "operator_details.csv", "step_trace_time.csv"):
-        lines = (pdir / "ASCEND_PROFILER_OUTPUT" / csv).read_text().splitlines()
-        assert len(lines) == 1 and "," in lines[0]
+    output = pdir / "ASCEND_PROFILER_OUTPUT"
+    details = output.joinpath("operator_details.csv").read_text().splitlines()
+    assert details[0].startswith("Name,Input Shapes,Call Stack,Host Self Duration(us),") and len(details) > 1
+    assert not (output / "kernel_details.csv").exists()  # device views need ProfilerActivity.NPU, as in torch_npu
     info = json.loads((pdir / "profiler_info.json").read_text())
     assert info["config"]["common_config"]["activities"] == ["ProfilerActivity.CPU"]
     assert info["config"]["common_config"]["schedule"] == {
@@ -483,6 +484,67 @@ def test_one_cycle_with_torch_profiler_writes_one_folder_with_step_spans(use, tm
     (mdir,) = os.listdir(tmp_path / "mirror")
     names = _trace_names(tmp_path / "mirror" / mdir)
     assert "forward_pass" in names and "checkpoint" in names
+
+
+def _csv(path):
+    import csv
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+@pytest.mark.parametrize("aic, kernel_columns", [
+    ("AiCoreNone", ["Step Id", "Device_id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)",
+            "Wait Time(us)", "Block Num"]),
+    ("PipeUtilization", ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type",
+                         "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)", "Block Dim"]),
+])
+def test_text_export_writes_torch_npus_csv_files_in_their_column_layout(use, tmp_path, monkeypatch, aic,
+                                                                        kernel_columns):
+    """kernel_details, op_statistic and step_trace_time hold rows that agree with one another and with the trace."""
+    pytest.importorskip("torch")
+    tn = use("2.14.0", torch_backend="auto")
+    P = tn.profiler
+    import torch
+    monkeypatch.setenv("RANK", "3")
+    exp = {"profiler_level": P.ProfilerLevel.Level1, "export_type": P.ExportType.Text,
+           "aic_metrics": getattr(P.AiCMetrics, aic)}
+    prof = P.profile(activities=[P.ProfilerActivity.CPU, P.ProfilerActivity.NPU],
+                     schedule=P.schedule(wait=0, warmup=0, active=3, repeat=1),
+                     on_trace_ready=P.tensorboard_trace_handler(str(tmp_path / "prof")),
+                     experimental_config=P._ExperimentalConfig(**exp))
+    prof.start()
+    for _ in range(4):
+        torch.ones(64, 64).mm(torch.ones(64, 64)).relu().sum()
+        prof.step()
+    prof.stop()
+    (pdir,) = (tmp_path / "prof").iterdir()
+    out = pdir / "ASCEND_PROFILER_OUTPUT"
+    header, kernels = _csv(out / "kernel_details.csv")
+    assert header[:len(kernel_columns)] == kernel_columns
+    assert {k["Step Id"] for k in kernels} == {"0", "1", "2"} and {k["Device_id"] for k in kernels} == {"3"}
+    assert "Mm" in {k["Type"] for k in kernels} and all(k["Type"][:1].isupper() for k in kernels)
+    assert {k["Accelerator Core"] for k in kernels if k["Type"] == "Mm"} == {"AI_CORE"}
+    header, stats = _csv(out / "op_statistic.csv")
+    assert header == ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
+                      "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+    mm = next(r for r in stats if r["OP Type"] == "Mm")
+    assert int(mm["Count"]) == sum(k["Type"] == "Mm" for k in kernels)
+    assert float(mm["Total Time(us)"]) == pytest.approx(
+        sum(float(k["Duration(us)"]) for k in kernels if k["Type"] == "Mm"), abs=0.01)
+    assert sum(float(r["Ratio(%)"]) for r in stats) == pytest.approx(100, abs=0.1)
+    header, steps = _csv(out / "step_trace_time.csv")
+    assert header == ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
+                      "Communication", "Free", "Stage", "Bubble",
+                      "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
+    assert [r["Step"] for r in steps] == ["0", "1", "2"]
+    host = {e["name"]: e["dur"] for e in json.loads((out / "trace_view.json").read_text())
+            if str(e.get("name", "")).startswith("ProfilerStep#")}
+    for row in steps:  # a step's time splits into computing, communication not overlapped and free
+        parts = sum(float(row[c]) for c in ("Computing", "Communication(Not Overlapped)", "Free"))
+        assert parts == pytest.approx(host["ProfilerStep#" + row["Step"]], abs=0.01)
+        assert float(row["Computing"]) > 0
+
 
 
 def test_repeat_zero_creates_a_folder_per_cycle_and_rank_file(use, tmp_path, monkeypatch):

@@ -2,8 +2,9 @@
 
 Reads FRAMEWORK/double_events.json and profiler_info*.json of one *_ascend_pt
 folder and writes ASCEND_PROFILER_OUTPUT/:
-  Text: trace_view.json (chrome trace, JSON array) + header-only kernel_details.csv,
-        operator_details.csv, step_trace_time.csv
+  Text: trace_view.json (chrome trace, JSON array) and, in torch_npu's column layout
+        (see _text_views): operator_details.csv (CPU activity), kernel_details.csv,
+        op_statistic.csv and step_trace_time.csv (NPU activity)
   Db:   ascend_pytorch_profiler[_<rank>].db (STRING_IDS, MSTX_EVENTS, PYTORCH_API) + empty analysis.db
 Tests should assert on structure, not on numbers.
 """
@@ -18,22 +19,11 @@ import sqlite3
 
 from torch_npu import _double
 
+from ._text_views import write_text_views
+
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 FRAMEWORK_DIR = "FRAMEWORK"
 _PROF_DIR_RE = re.compile(r"PROF_\d+_\d+_[0-9a-zA-Z]+")
-
-CSV_HEADERS = {
-    "kernel_details.csv": ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type",
-                           "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)", "Block Dim",
-                           "Mix Block Dim", "Input Shapes", "Input Data Types", "Input Formats",
-                           "Output Shapes", "Output Data Types", "Output Formats", "Context ID"],
-    "operator_details.csv": ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)",
-                             "Host Total Duration(us)", "Device Self Duration(us)", "Device Total Duration(us)",
-                             "Device Self Duration With AICore(us)", "Device Total Duration With AICore(us)"],
-    "step_trace_time.csv": ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
-                            "Communication", "Free", "Stage", "Bubble",
-                            "Communication(Not Overlapped and Exclude Receive)", "Preparing"],
-}
 
 
 def is_prof_dir(path):
@@ -50,6 +40,18 @@ def find_info(prof_dir):
         return {}
     with open(files[0], encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def device_id(prof_dir, info):
+    """The rank the capture recorded (profiler_info_<rank>.json), standing in for the NPU's id; else 0."""
+    rank = info.get("rank_id")
+    if isinstance(rank, int):
+        return rank
+    for name in sorted(os.listdir(prof_dir)):
+        match = re.fullmatch(r"profiler_info_(\d+)\.json", name)
+        if match:
+            return int(match.group(1))
+    return 0
 
 
 def rank_id():
@@ -90,9 +92,7 @@ def analyse_prof_dir(prof_dir, export_type=None):
     if "text" in types:
         with open(os.path.join(out, "trace_view.json"), "w", encoding="utf-8") as fh:
             json.dump(events, fh)
-        for name, header in CSV_HEADERS.items():
-            with open(os.path.join(out, name), "w", encoding="utf-8") as fh:
-                fh.write(",".join(header) + "\n")
+        write_text_views(out, events, info, device_id(prof_dir, info))
     if "db" in types:
         if not _double.get("cann_supports_db"):
             raise RuntimeError("Current CANN package version does not support export db")

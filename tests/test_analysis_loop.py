@@ -1,0 +1,154 @@
+"""After the capture, for real: two-rank runs of the patched demo sample under torchrun, then summary and compare.
+
+torch backend: torch.distributed (gloo, CPU), ranks 0 and 1; run B does more work per step
+than run A (longer responses, a larger vocabulary).  npu backend: ranks 0 and 1 against the
+CPU stand-in for torch_npu with analysis off, so that `patchkit analyse` parses the captures
+before `summary` and `compare` read them; msprof-analyze is a stand-in on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from patchkit import api
+from patchkit.cli import main
+from patchkit.demo.runner import SAMPLE
+from patchkit.ledger import Ledger
+
+import fake_tools
+from doubles import npu_double_env
+
+REPO = Path(__file__).resolve().parent.parent
+WORK = {"a": {"DEMO_RESPONSE": "6", "DEMO_VOCAB": "32"}, "b": {"DEMO_RESPONSE": "48", "DEMO_VOCAB": "4096"}}
+WRAPPER = """\
+import os, sys
+import torch.distributed as dist
+import patchkit.demo.train as train
+if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun
+    dist.init_process_group("gloo")
+train.RESPONSE, train.VOCAB = int(os.environ["DEMO_RESPONSE"]), int(os.environ["DEMO_VOCAB"])
+code = train.main(["--updates", "1"])  # 4 micro-batches: steps 0 (warm-up) to 3, the window closes at the 4th
+if dist.is_initialized():
+    dist.destroy_process_group()
+sys.exit(code)
+"""
+SETTINGS = ["granularity=micro", "schedule.wait=0", "schedule.warmup=1", "schedule.active=3"]
+
+
+def two_ranks(work: Path, run: str, backend_settings, env, torchrun=True) -> Path:
+    """Patch a copy of the sample, run it as ranks 0 and 1, revert; the folder the traces went to.
+
+    Under torchrun (torch.distributed, gloo), or as two processes told their RANK (enough for torch_npu's
+    stand-in, and quicker).
+    """
+    site, traces = work / f"site-{run}", work / f"traces-{run}"
+    shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
+    ledger = Ledger(work / "state")
+    settings = api.load("verl-fsdp-update", SETTINGS + backend_settings + [f"profiler.save_path={traces}"])
+    api.apply(settings, str(site), ledger=ledger)
+    (work / "wrapper.py").write_text(WRAPPER)
+    env = dict(env, PATCHKIT_HOME=str(work / "home"), **WORK[run])
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.pop("PATCHKIT_STRICT", None)
+    if torchrun:
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                               str(work / "wrapper.py")], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        ranks = [subprocess.Popen([sys.executable, str(work / "wrapper.py")], cwd=work,
+                                  env=dict(env, RANK=str(r), OMP_NUM_THREADS="1"),  # as torchrun sets it
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+        for proc in ranks:
+            out, _ = proc.communicate(timeout=600)
+            assert proc.returncode == 0, out
+    api.revert(["verl-fsdp-update"], ledger=ledger)
+    return traces
+
+
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("torch-runs")
+    return {run: two_ranks(work, run, ["backend=torch"], os.environ) for run in ("a", "b")}
+
+
+@pytest.fixture(scope="module")
+def npu_runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("npu-runs")
+    env = npu_double_env("2.7.1")
+    return {run: two_ranks(work, run, ["profiler.analysis=false", "profiler.export_type=text"], env, torchrun=False)
+            for run in ("a", "b")}
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_summary_names_each_ranks_steps_and_top_operators(torch_runs, tmp_path):
+    result = invoke("summary", torch_runs["a"], "--plot", tmp_path / "steps.html")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "2 rank(s), 2 capture(s) (torch.profiler traces)" in out
+    for rank in (0, 1):
+        assert f"\nrank {rank}: 3 step(s) (#1-#3), mean " in out
+    assert out.count("(rank from manifest)") == 2  # the runtime wrote each rank into its capture's manifest
+    data = json.loads(invoke("summary", torch_runs["a"], "--json").stdout)
+    for rank in data["ranks"]:
+        assert [s["step"] for s in rank["steps"]] == [1, 2, 3]
+        selfs = [o["self_us"] for o in rank["top_ops"]]
+        assert len(selfs) == 10 and selfs == sorted(selfs, reverse=True) and selfs[0] > 0
+        assert any(o["name"].startswith("aten::") and o["kind"] == "cpu_op" for o in rank["top_ops"])
+        assert f"{rank['top_ops'][0]['name']}  [{rank['top_ops'][0]['kind']}]" in out
+    assert data["slowest"][0]["slowest"] in ("rank 0", "rank 1")
+    assert (tmp_path / "steps.html").read_text().count("<polyline") == 2
+
+
+def test_compare_shows_the_run_that_does_more_work(torch_runs):
+    data = json.loads(invoke("compare", torch_runs["a"], torch_runs["b"], "--json", "--top", "50").stdout)
+    assert [r["label"] for r in data["ranks"]] == ["rank 0", "rank 1"]
+    for rank in data["ranks"]:
+        assert rank["b_mean_step_us"] > rank["a_mean_step_us"], rank
+        ops = {o["name"]: o for o in rank["ops"]}
+        assert ops["aten::addmm"]["b_us_per_step"] > 2 * ops["aten::addmm"]["a_us_per_step"], ops["aten::addmm"]
+    text = invoke("compare", torch_runs["a"], torch_runs["b"]).stdout
+    assert "rank 0: mean step " in text and "rank 1: mean step " in text and "B - A" in text
+
+
+def test_torch_npu_captures_go_through_analyse_summary_and_compare(npu_runs, tmp_path, monkeypatch):
+    a, b = npu_runs["a"], npu_runs["b"]
+    result = invoke("summary", a)
+    assert result.exit_code == 1 and "not parsed yet" in result.stderr  # analysis was off
+    for key in ("PYTHONPATH", "TORCH_NPU_DOUBLE_VERSION"):
+        monkeypatch.setenv(key, npu_double_env("2.7.1")[key])
+    log = fake_tools.msprof_analyze(tmp_path, monkeypatch)
+    for run in (a, b):
+        result = invoke("analyse", run)
+        assert result.exit_code == 0, result.output
+        assert result.stderr.count("parsed: ") == 2
+    assert [c[:3] for c in fake_tools.calls(log)] == [["cluster", "-d", str(a)], ["cluster", "-d", str(b)]]
+
+    data = json.loads(invoke("summary", a, "--json").stdout)
+    assert [(r["label"], r["format"]) for r in data["ranks"]] == [("rank 0", "ascend"), ("rank 1", "ascend")]
+    for rank in data["ranks"]:
+        assert [s["step"] for s in rank["steps"]] == [1, 2, 3] and rank["steps_from"] == "step_trace_time.csv"
+        assert rank["ops_from"] == "op_statistic.csv" and rank["top_ops"][0]["kind"] in ("AI_CORE", "AI_VECTOR_CORE")
+
+    result = invoke("compare", a, b, "--json", "--top", "50", "--output", tmp_path / "cmp")
+    assert result.exit_code == 0, result.output
+    ranks = json.loads(result.stdout)["ranks"]
+    assert [r["label"] for r in ranks] == ["rank 0", "rank 1"]
+    for rank in ranks:
+        assert rank["b_mean_step_us"] > rank["a_mean_step_us"], rank
+        addmm = next(o for o in rank["ops"] if o["name"] == "Addmm")
+        assert addmm["b_us_per_step"] > 2 * addmm["a_us_per_step"], addmm
+    compares = [c for c in fake_tools.calls(log) if c[0] == "compare"]
+    assert [(Path(c[2]).parent, Path(c[4]).parent, c[6]) for c in compares] == \
+        [(b, a, str(tmp_path / "cmp" / f"msprof-compare-rank{r}")) for r in (0, 1)]
