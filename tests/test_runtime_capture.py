@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import tempfile
 import warnings
 
 import pytest
@@ -17,6 +18,9 @@ from patchkit.runtime_capture import Capture  # noqa: E402
 from runtime_helpers import (SCHEDULES, Recorder, lines, profiler_steps, settings, torch_actions,  # noqa: E402
                              trace_files)
 from runtime_helpers import no_profiler_left_running, recorder  # noqa: E402,F401  (fixtures)
+
+# save paths nothing is written to but the capture manifests: a temporary folder, never the working directory
+UNUSED = tempfile.mkdtemp(prefix="patchkit-test-")
 
 pytestmark = pytest.mark.usefixtures("no_profiler_left_running")
 
@@ -65,7 +69,7 @@ def test_runtime_drives_the_schedule(recorder, sched, per_step, capsys):
     """Windows open at each cycle's first recorded step and close after its last; then the key is finished."""
     if not per_step:
         recorder.sections = tuple(s for s in backends.SECTIONS if s not in PER_STEP)
-    runtime.configure("r", **settings("unused", backend="recorder", **sched))
+    runtime.configure("r", **settings(UNUSED, backend="recorder", **sched))
     calls = 40
     for _ in range(calls):
         runtime.step("r")
@@ -139,7 +143,7 @@ def events(n, wait, warmup, active, repeat, skip_first):
                   repeat=st.integers(0, 3), skip_first=st.integers(0, 8), n=st.integers(0, 80))
 def test_no_schedule_event_falls_between_two_events(wait, warmup, active, repeat, skip_first, n):
     sched = (wait, warmup, active, repeat, skip_first)
-    cap = Capture("k", dict(settings("unused"), wait=wait, warmup=warmup, active=active, repeat=repeat,
+    cap = Capture("k", dict(settings(UNUSED), wait=wait, warmup=warmup, active=active, repeat=repeat,
                             skip_first=skip_first), 0)
     nxt = cap._next_event(n)
     assert nxt > n
@@ -164,7 +168,7 @@ def test_quick_steps_run_exactly_what_the_full_path_runs(wait, warmup, active, r
             mp.setitem(backends._REGISTRY, "recorder", rec)
             if not quick:
                 mp.setattr(Capture, "quick_step", lambda self: False)
-            runtime.configure("q", **settings("unused", backend="recorder", **sched))
+            runtime.configure("q", **settings(UNUSED, backend="recorder", **sched))
             for _ in range(calls):
                 runtime.step("q")
             runtime._at_exit()
@@ -186,7 +190,7 @@ def test_steps_inside_a_long_window_do_no_schedule_arithmetic(recorder, monkeypa
         return real(*args)
 
     monkeypatch.setattr(backends, "schedule_action", counted)
-    runtime.configure("long", **settings("unused", backend="recorder", wait=1, active=10**5))
+    runtime.configure("long", **settings(UNUSED, backend="recorder", wait=1, active=10**5))
     for _ in range(1001):
         runtime.step("long")
     assert [s for name, s in recorder.log if name == "advance"] == list(range(1, 1001))
