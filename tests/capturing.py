@@ -105,3 +105,15 @@ def two_rank_run(factory) -> Path:
         train_ranks(site, base / "job", env={"PATCHKIT_HOME": str(base / "home")})
         _RUNS["two"] = base / "job" / "outputs" / "traces"
     return _RUNS["two"]
+
+
+def cli(*args, code=0):
+    """``patchkit ARGS`` in this process: the exit status it must give, and never a traceback."""
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    return result

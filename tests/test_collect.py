@@ -13,13 +13,11 @@ import textwrap
 import time
 
 import pytest
-from click.testing import CliRunner
 
 from patchkit import collect as collect_mod
 from patchkit import manifest
-from patchkit.cli import main
 
-from capturing import REPO, RECIPE, TORCH, job_env, patched, snapshot, train, two_rank_run
+from capturing import cli, REPO, RECIPE, TORCH, job_env, patched, snapshot, train, two_rank_run
 from doubles import npu_double_env
 
 pytest.importorskip("torch")
@@ -35,13 +33,6 @@ def run_copy(run_dir, tmp_path):
     dest = tmp_path / "src" / "traces"
     shutil.copytree(run_dir, dest)
     return dest
-
-
-def cli(*args, code=0):
-    result = CliRunner().invoke(main, list(args))
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output
-    return result
 
 
 def sha(path):

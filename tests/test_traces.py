@@ -10,12 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from patchkit import manifest
-from patchkit.cli import main
 
-from capturing import RECIPE, TORCH, patched, snapshot, two_rank_run
+from capturing import cli, RECIPE, TORCH, patched, snapshot, two_rank_run
 
 pytest.importorskip("torch")
 
@@ -31,13 +29,6 @@ def run_copy(run_dir, tmp_path):
     dest = tmp_path / "outputs" / "traces"
     shutil.copytree(run_dir, dest)
     return dest
-
-
-def cli(*args, code=0):
-    result = CliRunner().invoke(main, list(args))
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output
-    return result
 
 
 def rows(output):
