@@ -32,14 +32,15 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import Location, TraceError
+from .manifest import FOLDER as MANIFEST_FOLDER
+from .manifest import FORMAT as MANIFEST_FORMAT  # the newest format this patchkit reads: the writer's own
+from .manifest import KIND as MANIFEST_KIND
 from .record import Record
 
 TORCH_ENDINGS = (".pt.trace.json", ".pt.trace.json.gz")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # what torch_npu's parse writes into it
-MANIFESTS = "patchkit-manifests"  # patchkit's manifests, beside the traces
-MANIFEST_KIND = "patchkit-capture"
-MANIFEST_FORMAT = 1  # the newest manifest format this patchkit reads
+MANIFESTS = MANIFEST_FOLDER  # patchkit's manifests, beside the traces
 SKIPPED = (MANIFESTS, "cluster_analysis_output", "__pycache__")  # folders that hold no capture
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[_-]?(\d+)(?![0-9])", re.IGNORECASE)
 _PROF_DIR = re.compile(r"PROF_\d+_\d+_[0-9a-zA-Z]+")
@@ -175,7 +176,7 @@ def read_manifest(path: str) -> Optional[Dict[str, Any]]:
         raise TraceError(f"written by patchkit {data.get('patchkit', '(a newer version)')} in manifest format {fmt}; "
                          f"this patchkit ({__version__}) reads format {MANIFEST_FORMAT} and older",
                          Location(path, 1), hint="upgrade patchkit where you run this command "
-                                                 "(pip install -U patchkit-profiler)")
+                                                 "(a build of patchkit-profiler as new as the one that wrote it)")
     if not isinstance(fmt, int) or fmt < 1:
         raise TraceError(f"'format' is {fmt!r}, not a manifest format number", Location(path, 1),
                          hint="copy it again, or delete it: the trace is then read without it")
