@@ -24,10 +24,9 @@ import shutil
 import subprocess
 import sys
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import Location, TraceError
-from .record import Record
 from .tracefiles import ASCEND_OUTPUT, check_ascend_capture, find
 
 MSPROF = "msprof-analyze"
@@ -62,13 +61,13 @@ for target in sys.argv[2:]:
 """ % {"missing": MISSING, "broken": BROKEN, "no_export": NO_EXPORT_TYPE}
 
 
-class Parsed(Record):
+class Parsed(NamedTuple):
     folder: str
     state: str  # "parsed", "already parsed" or "failed"
     detail: str = ""
 
 
-class ToolRun(Record):
+class ToolRun(NamedTuple):
     command: Tuple[str, ...]
     returncode: int
     output_dir: str

@@ -22,11 +22,10 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import manifest
 from .errors import Location, PatchkitError
-from .record import Record
 
 NO_CAPTURE_HINT = ("a capture appears in the recipe's profiler.save_path when its window closes; name the folder "
                    "(`patchkit traces ./outputs/patchkit/RECIPE`), or check that the job reached the window")
@@ -38,7 +37,7 @@ class CaptureError(PatchkitError):
     title = "traces"
 
 
-class Trace(Record):
+class Trace(NamedTuple):
     path: str  # absolute
     name: str  # relative to the capture's folder (its save path), "/"-separated
     kind: str  # file | folder
@@ -46,7 +45,7 @@ class Trace(Record):
     files: int = 1
 
 
-class Capture(Record):
+class Capture(NamedTuple):
     folder: str  # the folder holding the traces (the save path)
     manifest: Optional[str]  # the manifest's path; None for a trace found without one
     recipe: str  # "" when unknown

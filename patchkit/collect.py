@@ -28,12 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import manifest
 from .captures import Capture, CaptureError, unique
 from .errors import Location
-from .record import Record
 
 JOURNAL = ".patchkit-collect"
 FORMAT = 1
@@ -69,7 +68,7 @@ def file_digest(path: str, chunk: int = CHUNK) -> Tuple[int, str]:
             h.update(data)
 
 
-class Item(Record):
+class Item(NamedTuple):
     """One file to copy: where it is (on ``capture.node``), where it goes (relative to DEST)."""
 
     source: str
@@ -78,7 +77,7 @@ class Item(Record):
     capture: int  # index into the plan's captures
 
 
-class Copied(Record):
+class Copied(NamedTuple):
     dest: str  # absolute
     source: str
     node: str
@@ -87,7 +86,7 @@ class Copied(Record):
     capture: int  # index into Result.captures
 
 
-class Result(Record):
+class Result(NamedTuple):
     dest: str
     captures: Tuple[Capture, ...]  # the captures collected
     files: Tuple[Copied, ...]

@@ -16,14 +16,13 @@ Returns data; the command line prints it.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .analyse import MSPROF
-from .record import Record
 from .summary import RankSummary, Summary
 
 
-class OpDelta(Record):
+class OpDelta(NamedTuple):
     name: str
     kind: str
     a_us: float  # self time per step in A
@@ -34,7 +33,7 @@ class OpDelta(Record):
         return self.b_us - self.a_us
 
 
-class RankPair(Record):
+class RankPair(NamedTuple):
     label: str
     a: RankSummary
     b: RankSummary
@@ -68,7 +67,7 @@ class RankPair(Record):
                          "delta_us": us(o.delta_us)} for o in self.ops]}
 
 
-class Comparison(Record):
+class Comparison(NamedTuple):
     a: Summary
     b: Summary
     pairs: Tuple[RankPair, ...]

@@ -7,12 +7,11 @@ status 1 and prints no traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
-from typing import Optional
-
-from .record import Record
+from typing import NamedTuple, Optional
 
 
-class Location(Record):
+
+class Location(NamedTuple):
     """A place in a file (recipe or target). Line and column are 1-based."""
 
     path: str

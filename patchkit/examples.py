@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from . import marks
 from .model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings
 from .recipe import load_recipe
-from .record import Record
 
 
-class ExampleOutcome(Record):
+class ExampleOutcome(NamedTuple):
     recipe: str
     example: Example
     ok: bool

@@ -15,18 +15,17 @@ Ray is imported only inside these functions.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .captures import Capture, CaptureError, NO_CAPTURE_HINT, default_folders, find, unique
 from .cluster import ClusterError, alive_nodes, connect, timeout
 from .collect import Result, Source, collect as copy_into, file_digest, walk_local
 from .errors import Location
-from .record import Record
 
 IN_FLIGHT = 4  # chunk reads asked of a node at once
 
 
-class NodeScan(Record):
+class NodeScan(NamedTuple):
     node_id: str
     ip: str
     node: str  # "<node id, 12 characters> (<ip>)"

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .errors import Location, TargetError
-from .record import Record
 
 BRANCH_PREFIX = "patchkit/"
 
@@ -217,7 +216,7 @@ def drop_commit(info: dict) -> str:
     return f"removed branch {branch} (commit {commit[:10]}); the work tree stays on {current or 'a detached HEAD'}"
 
 
-class History(Record):
+class History(NamedTuple):
     """Where a checkout's HEAD stands among the repository's tags (see :func:`history`)."""
 
     top: Path

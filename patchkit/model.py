@@ -1,16 +1,10 @@
-"""Every data shape patchkit passes between its layers, as immutable records.
-
-(:class:`~patchkit.record.Record` tuples rather than frozen dataclasses or
-``typing.NamedTuple``: those cost more to define at import than the rest of
-a `patchkit diff` run.)
-"""
+"""Every data shape patchkit passes between its layers, as ``typing.NamedTuple`` records."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .errors import Location
-from .record import Record
 from .vocabulary import SETTINGS as _SETTINGS
 
 # The users' vocabulary (DESIGN.md) is the table in patchkit.vocabulary; these names are its, kept
@@ -20,7 +14,7 @@ from .vocabulary import ACTIONS, CONTENTS, DEFAULTS, EXPORT_TYPES, LEVELS, POSIT
 MARKER = "patchkit"
 
 
-class Target(Record):
+class Target(NamedTuple):
     package: str
     distribution: str
     versions: str
@@ -29,7 +23,7 @@ class Target(Record):
     tags: Tuple[str, ...] = ()  # git tags or branches supported, for source checkouts without metadata
 
 
-class Profiler(Record):
+class Profiler(NamedTuple):
     """The ``profiler:`` section; its fields are the vocabulary's profiler keys, with their defaults."""
 
     level: str = DEFAULTS["level"]
@@ -41,7 +35,7 @@ class Profiler(Record):
     mstx: bool = DEFAULTS["mstx"]
 
 
-class Schedule(Record):
+class Schedule(NamedTuple):
     """The ``schedule:`` section; its fields are the vocabulary's schedule keys, with their defaults."""
 
     wait: int = DEFAULTS["wait"]
@@ -51,14 +45,14 @@ class Schedule(Record):
     skip_first: int = DEFAULTS["skip_first"]
 
 
-class Option(Record):
+class Option(NamedTuple):
     name: str
     choices: Tuple[str, ...]
     default: str
     help: str = ""
 
 
-class LoopSelector(Record):
+class LoopSelector(NamedTuple):
     """Which loop: all given fields must hold. ``iter`` unwraps enumerate/zip."""
 
     iter: Optional[str] = None
@@ -79,7 +73,7 @@ class LoopSelector(Record):
         return " ".join(parts)
 
 
-class Point(Record):
+class Point(NamedTuple):
     """Where one line goes: in ``cls.method``, or with ``cls`` None in the module-level function ``method``."""
 
     cls: Optional[str]  # None: a module-level function (the recipe's ``function:``)
@@ -113,7 +107,7 @@ class Point(Record):
         return f"{self.action} {what} in {'function ' if self.cls is None else ''}{self.scope}"
 
 
-class Example(Record):
+class Example(NamedTuple):
     name: str
     before: str
     after: Optional[str] = None  # None: must stay unchanged
@@ -122,7 +116,7 @@ class Example(Record):
     where: Optional[Location] = None
 
 
-class Recipe(Record):
+class Recipe(NamedTuple):
     id: str
     description: str
     target: Target
@@ -141,7 +135,7 @@ class Recipe(Record):
         return next((o for o in self.options if o.name == name), None)
 
 
-class Settings(Record):
+class Settings(NamedTuple):
     """A recipe with its options chosen and overrides applied: what the engine needs."""
 
     recipe: Recipe
@@ -169,23 +163,23 @@ class Settings(Record):
         return out
 
 
-class Insertion(Record):
+class Insertion(NamedTuple):
     """One line patchkit adds: before 0-based line ``index`` of the original text."""
 
     index: int
     text: str  # without newline
 
 
-class Applied(Record):
+class Applied(NamedTuple):
     text: str
     insertions: Tuple[Insertion, ...]
 
 
-class AlreadyApplied(Record):
+class AlreadyApplied(NamedTuple):
     text: str
 
 
-class CannotApply(Record):
+class CannotApply(NamedTuple):
     reason: str
     line: Optional[int] = None
     col: Optional[int] = None

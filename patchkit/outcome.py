@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
-from .record import Record
 
 
 class Shown(str, enum.Enum):
@@ -60,7 +59,7 @@ class Status(Shown):
     NO_RECORD = "applied (no record)"  # patchkit lines no record of this PATCHKIT_HOME explains
 
 
-class FileOutcome(Record):
+class FileOutcome(NamedTuple):
     path: Path
     relpath: str
     state: Outcome

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import DISTRIBUTION, gitrepo
 from .errors import AnchorError, Location, TargetError
 from .marks import decode
 from .model import Applied, CannotApply, Point, Settings, TransformResult
-from .record import Record
 from .targets import Installed, check_version, locate
 
 
-class FilePlan(Record):
+class FilePlan(NamedTuple):
     """One file the recipe patches: its bytes as read, and what the engine made of them."""
 
     path: Path
@@ -53,7 +52,7 @@ class FilePlan(Record):
         return unified(self.text, self.result.text, self.diffpath) if self.changes else ""
 
 
-class Plan(Record):
+class Plan(NamedTuple):
     """Where the package is, and a FilePlan per file the recipe patches there."""
 
     settings: Settings

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, NamedTuple, Optional, TYPE_CHECKING, Tuple
 
 from . import marks
 from .outcome import Status
-from .record import Record
 
 if TYPE_CHECKING:
     from .ledger import FileRecord, Ledger
     from .unrecorded import Found
 
 
-class FileStatus(Record):
+class FileStatus(NamedTuple):
     record: Optional[FileRecord]  # None: patchkit lines this ledger has no record of (``found`` says where)
     state: Status
     backup_ok: Optional[bool] = True  # None: no record, so no backup

@@ -11,14 +11,13 @@ Returns data; the command line prints it.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .record import Record
 from .traceread import CaptureData, Op, Step, read
 from .tracefiles import Capture, find
 
 
-class RankSummary(Record):
+class RankSummary(NamedTuple):
     label: str  # "rank 0", "rank 1 (ref)", or the trace's name when its rank is unknown
     rank: Optional[int]
     role: str
@@ -48,7 +47,7 @@ class RankSummary(Record):
                              "self_us_per_step": round(self.per_step(o), 3)} for o in self.ops[:top]]}
 
 
-class Slowest(Record):
+class Slowest(NamedTuple):
     """The slowest rank of a role, and by how much its mean step exceeds the fastest rank's."""
 
     role: str
@@ -71,7 +70,7 @@ class Slowest(Record):
                 "delta_us": round(self.delta_us, 3), "delta_percent": round(100 * self.ratio, 1)}
 
 
-class Summary(Record):
+class Summary(NamedTuple):
     path: str
     ranks: Tuple[RankSummary, ...]
     slowest: Tuple[Slowest, ...]  # one per role with two ranks or more that recorded steps

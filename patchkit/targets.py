@@ -6,15 +6,14 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from .errors import Location, TargetError
 from .gitrepo import work_tree
 from .model import Target
-from .record import Record
 
 
-class Installed(Record):
+class Installed(NamedTuple):
     root: Path  # the folder that holds the package: site-packages, or a source checkout
     package_dir: Path
     version: Optional[str]

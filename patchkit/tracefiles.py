@@ -29,13 +29,12 @@ import glob
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import Location, TraceError
 from .manifest import FOLDER as MANIFEST_FOLDER
 from .manifest import FORMAT as MANIFEST_FORMAT  # the newest format this patchkit reads: the writer's own
 from .manifest import KIND as MANIFEST_KIND
-from .record import Record
 
 TORCH_ENDINGS = (".pt.trace.json", ".pt.trace.json.gz")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
@@ -50,7 +49,7 @@ LAYOUT_HINT = ("give one trace file, one *_ascend_pt folder, or a folder holding
                "profiler.save_path, or a folder `patchkit collect` filled")
 
 
-class Capture(Record):
+class Capture(NamedTuple):
     """One capture: a trace file (``torch``) or a ``*_ascend_pt`` folder (``ascend``)."""
 
     path: str

@@ -23,10 +23,9 @@ import json
 import os
 import re
 from collections import defaultdict
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .errors import Location, TraceError
-from .record import Record
 from .tracefiles import ASCEND_OUTPUT, Capture, check_ascend_capture
 
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
@@ -35,19 +34,19 @@ STEP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
 RETAKE = "take the capture again, or copy it again from the node that wrote it (`patchkit collect` verifies sizes)"
 
 
-class Step(Record):
+class Step(NamedTuple):
     number: Optional[int]  # N of ProfilerStep#N or of step_trace_time.csv's Step; None without a schedule
     duration_us: float
 
 
-class Op(Record):
+class Op(NamedTuple):
     name: str
     kind: str  # the trace event's category (cpu_op, kernel, ...) or the Ascend Core Type
     calls: int
     self_us: float
 
 
-class CaptureData(Record):
+class CaptureData(NamedTuple):
     capture: Capture
     steps: Tuple[Step, ...]
     ops: Tuple[Op, ...]  # by self time, largest first

@@ -35,14 +35,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from . import gitrepo
-from .record import Record
 from .versions import InvalidVersion, Version
 
 
-class TreeVersion(Record):
+class TreeVersion(NamedTuple):
     version: str
     source: str  # where it was read, for messages
     ref: Optional[str] = None  # the git tag or branch it came from (matched against a recipe's target.tags)

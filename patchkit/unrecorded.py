@@ -11,13 +11,12 @@ original back.  Finding them reads a handful of files: no parser, no git.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from . import marks
 from .errors import LedgerError, Location, TargetError
-from .record import Record
 
-class Spot(Record):
+class Spot(NamedTuple):
     """A candidate file of a built-in recipe, where its package is installed."""
 
     path: Path  # the real file (symlinks resolved, as apply records it)
@@ -26,7 +25,7 @@ class Spot(Record):
     distribution: str
 
 
-class Found(Record):
+class Found(NamedTuple):
     """A file holding patchkit lines of recipes no record of this ledger explains."""
 
     path: Path

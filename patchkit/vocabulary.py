@@ -16,9 +16,8 @@ Standard library only: ``patchkit --help`` imports this.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-from .record import Record
 
 # The kinds of value a setting takes (its type).
 WORD = "word"  # one of ``values``
@@ -29,7 +28,7 @@ PATH = "path"  # a non-empty path
 RANKS = "ranks"  # ``all``, or a list of ranks >= 0 (a recipe may write a single rank)
 
 
-class Setting(Record):
+class Setting(NamedTuple):
     section: str  # "profiler" or "schedule"
     name: str
     kind: str

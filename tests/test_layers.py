@@ -2,7 +2,7 @@
 
 The layers, each importing only from those above it::
 
-    record, errors, versions            plain records, the error hierarchy, version ranges
+    errors, versions                    the error hierarchy, version ranges
     model, marks, outcome, yamlpos,     data shapes, patchkit's own lines, named results,
       backends, points, codegen           YAML positions, profiler code, point finders
     gitrepo                             the git checkout holding a file (git imported on use)

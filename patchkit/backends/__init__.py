@@ -38,9 +38,8 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..record import Record
 from ..vocabulary import SCHEDULE_KEYS, SETTING, SETTINGS, problem
 
 DEFAULT = "npu"  # the backend of a recipe that names none
@@ -55,7 +54,7 @@ _REQUIRED = ("STATIC_FEATURES", "probe", "plan")
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
 
 
-class Plan(Record):
+class Plan(NamedTuple):
     """What a backend module's ``plan()`` returns."""
 
     sections: Dict[str, str]  # section name -> Python statements

@@ -11,13 +11,12 @@ from libcst's position metadata, resolved only when a reason needs one.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import Point
-from ..record import Record
 
 LOOPS = (cst.For, cst.While)
 SIMPLE = (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)
@@ -32,7 +31,7 @@ class NotFound(Exception):
         self.line = line
 
 
-class Site(Record):
+class Site(NamedTuple):
     """Insert before ``block.body[index]`` (``index == len(block.body)``: after the last statement)."""
 
     block: cst.BaseSuite  # an IndentedBlock; a SimpleStatementSuite is a one-line block (refused)
@@ -40,13 +39,13 @@ class Site(Record):
     owner: cst.CSTNode  # the statement (or function) whose block it is
 
 
-class Decorate(Record):
+class Decorate(NamedTuple):
     """Add an innermost decorator to ``func``."""
 
     func: cst.FunctionDef
 
 
-class Loop(Record):
+class Loop(NamedTuple):
     node: cst.BaseCompoundStatement  # For (async or not) or While
     block: cst.BaseSuite  # the block that holds the loop statement
     index: int
@@ -54,7 +53,7 @@ class Loop(Record):
     parents: Tuple[cst.CSTNode, ...]  # enclosing loops, outermost first
 
 
-class Stmt(Record):
+class Stmt(NamedTuple):
     node: cst.CSTNode  # a small statement (``x = f()``) or a compound one (``if``, ``with``, ...)
     block: cst.BaseSuite
     index: int  # of the line (or compound statement) in ``block.body``
