@@ -6,6 +6,8 @@ The layers, each importing only from those above it::
     model, marks, outcome, yamlpos,     data shapes, patchkit's own lines, named results,
       backends, points, codegen           YAML positions, profiler code, point finders
     gitrepo                             the git checkout holding a file (git imported on use)
+    recipe_reader, overrides,           typed YAML access with positions; KEY=VALUE
+      recipe_parts, recipe_points         a recipe's options, roles, examples and points
     recipe, catalogue, targets,         recipes from YAML; where the target files are and
       treeversion                         which version is installed
     engine, diff, ledger, unrecorded,   the pure transform; records and backups;
@@ -186,7 +188,7 @@ def test_only_the_command_line_prints():
 
 # Modules still over the size, each with its ceiling; every other module stays within about 300 lines.
 ABOUT = 320
-LARGER = {"patchkit.recipe": 710, "patchkit.backends": 400, "patchkit.captures": 340, "patchkit.collect": 345}
+LARGER = {"patchkit.backends": 400, "patchkit.captures": 340, "patchkit.collect": 345}
 
 
 def test_modules_stay_small():

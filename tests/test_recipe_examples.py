@@ -59,6 +59,7 @@ def test_built_in_recipes_validate_against_the_published_schema():
 
 def test_schema_knows_exactly_the_keys_the_loader_knows():
     from patchkit import recipe as r
+    from patchkit import recipe_parts, recipe_points
     from patchkit import vocabulary
 
     schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
@@ -67,5 +68,5 @@ def test_schema_knows_exactly_the_keys_the_loader_knows():
     assert set(props["target"]["properties"]) == set(r.TARGET_KEYS)
     assert set(props["profiler"]["properties"]) == set(vocabulary.PROFILER_KEYS)
     assert set(props["schedule"]["properties"]) == set(vocabulary.SCHEDULE_KEYS)
-    assert set(schema["$defs"]["point"]["properties"]) == set(r.POINT_KEYS)
-    assert set(schema["$defs"]["example"]["properties"]) == set(r.EXAMPLE_KEYS)
+    assert set(schema["$defs"]["point"]["properties"]) == set(recipe_points.POINT_KEYS)
+    assert set(schema["$defs"]["example"]["properties"]) == set(recipe_parts.EXAMPLE_KEYS)

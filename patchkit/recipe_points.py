@@ -1,0 +1,123 @@
+"""A recipe's points: where in which function each start, step or refusal goes."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from . import model as m
+from . import vocabulary as v
+from . import recipe_parts
+from .recipe_reader import Reader, check_relative, is_dotted, is_identifier
+
+POINT_KEYS = ("class", "method", "function", "nested", "at", "action", "call", "loop", "when", "guard", "count", "files",
+              "reason")
+LOOP_KEYS = ("iter", "target", "calls", "while")
+
+
+def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
+    pts = r.get(("points",))
+    if not isinstance(pts, list) or not pts:
+        raise r.fail(("points",), "points must be a non-empty list", "list where the start and step calls go")
+    out = []
+    for i in range(len(pts)):
+        here = ("points", i)
+        p = r.mapping(here, POINT_KEYS, ("at",))
+        for key in ("class", "method", "function", "nested"):
+            if key not in p:
+                continue
+            name = r.string(here + (key,))
+            if not is_identifier(name):
+                raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
+        cls, method = _scope(r, here, p)
+        at = r.word(here + ("at",), v.POSITIONS)
+        action = r.word(here + ("action",), v.ACTIONS) if "action" in p else v.DEFAULT_ACTION
+        call = None
+        if at in v.CALL_POSITIONS:
+            if "call" not in p:
+                raise r.fail(here, f"`at: {at}` needs `call:` (the dotted callee, e.g. self._optimizer_step)",
+                             "add `call: self.model_runner.execute_model` or similar")
+            call = r.string(here + ("call",))
+            if not is_dotted(call):
+                raise r.fail(here + ("call",), f"call {call!r} is not a dotted name", "write e.g. self._optimizer_step")
+        elif "call" in p:
+            raise r.fail(here + ("call",), f"`call:` only goes with after_call / before_call, not {at}",
+                         "remove `call:` or change `at:`", key=True)
+        loop: Tuple[m.LoopSelector, ...] = ()
+        if at in v.LOOP_POSITIONS:
+            if "loop" not in p:
+                raise r.fail(here, f"`at: {at}` needs `loop:` (iter, target or calls)",
+                             "add e.g. `loop: {iter: micro_batches}`")
+            loop = _loop(r, here + ("loop",))
+        elif "loop" in p:
+            raise r.fail(here + ("loop",), f"`loop:` only goes with loop positions, not {at}",
+                         "remove `loop:` or change `at:`", key=True)
+        if at == "on_exit" and action != "step":
+            raise r.fail(here + ("action",), "on_exit points step; they start the capture themselves",
+                         "remove `action:` from this point")
+        reason = None
+        if action == "refuse":
+            if "guard" not in p or "reason" not in p:
+                raise r.fail(here, "`action: refuse` needs `guard:` (when to keep the capture off) and `reason:`",
+                             "e.g. guard: self.profiler_config.profile, reason: the framework's own profiler is on")
+            reason = r.string(here + ("reason",))
+        elif "reason" in p:
+            raise r.fail(here + ("reason",), "`reason:` only goes with `action: refuse`", "remove it", key=True)
+        when = recipe_parts.when(r, here + ("when",), options) if "when" in p else ()
+        count: Optional[int] = 1
+        if "count" in p:
+            if p["count"] == "any":
+                count = None
+            else:
+                count = r.integer(here + ("count",), 1)
+        files = ()
+        if "files" in p:
+            files = tuple(r.strings(here + ("files",)))
+            for j, f in enumerate(files):
+                check_relative(r, here + ("files", j), f)
+        guard = r.expression(here + ("guard",)) if "guard" in p else None
+        out.append(m.Point(cls=cls, method=method, at=at, action=action, call=call, loop=loop,
+                           when=when, guard=guard, count=count, files=files, where=r.where(here),
+                           nested=p.get("nested"), reason=reason))
+    return tuple(out)
+
+
+def _scope(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any]) -> Tuple[Optional[str], str]:
+    """``class`` with ``method``, or ``function`` (a module-level def): exactly one of the two."""
+    either = ("name where the line goes: `class: Worker` with `method: execute_model`, "
+              "or `function: train` for a module-level function")
+    if "function" in p:
+        other = next((k for k in ("class", "method") if k in p), None)
+        if other:
+            raise r.fail(here + (other,), "a point names either `function:` or `class:` with `method:`, not both",
+                         "keep only `function:` for a module-level function, or remove `function:` for a method",
+                         key=True)
+        return None, p["function"]
+    if "class" in p and "method" in p:
+        return p["class"], p["method"]
+    if "class" in p:
+        raise r.fail(here + ("class",), "`class:` needs `method:` (the method of that class the point goes in)",
+                     "add `method: NAME`; " + either, key=True)
+    if "method" in p:
+        raise r.fail(here + ("method",), "`method:` needs `class:` (the class that defines the method)",
+                     "add `class: NAME`, or write `function: NAME` for a module-level function", key=True)
+    raise r.fail(here, "a point needs `class:` and `method:`, or `function:`", either)
+
+
+def _loop(r: Reader, here: Tuple[Any, ...]) -> Tuple[m.LoopSelector, ...]:
+    value = r.get(here)
+    alternatives = value if isinstance(value, list) else [value]
+    if not alternatives:
+        raise r.fail(here, "loop must name a loop", "write e.g. `loop: {iter: micro_batches}`")
+    out = []
+    for i in range(len(alternatives)):
+        sub = here + (i,) if isinstance(value, list) else here
+        sel = r.mapping(sub, LOOP_KEYS)
+        if not sel:
+            raise r.fail(sub, "a loop selector needs iter, target, calls or while", "write e.g. `{iter: micro_batches}`")
+        for key in sel:
+            name = r.string(sub + (key,))
+            ok = is_dotted(name) if key in ("calls", "iter", "while") else is_identifier(name)
+            if not ok:
+                raise r.fail(sub + (key,), f"loop {key} {name!r} is not a valid name", "write a Python name (calls: a dotted name)")
+        out.append(m.LoopSelector(**{("while_" if k == "while" else k): v for k, v in sel.items()}))
+    return tuple(out)

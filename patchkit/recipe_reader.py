@@ -1,0 +1,183 @@
+"""Typed access to a recipe's YAML data, and the checks of names and guards, with errors at the right line."""
+
+from __future__ import annotations
+
+import ast
+import keyword
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .errors import Location, OverrideError, RecipeError
+from .yamlpos import KEY, Marks
+
+_ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = _ID_FIRST | frozenset("._-")
+
+
+def is_identifier(name: Any) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def is_recipe_id(name: str) -> bool:
+    """Lower-case letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit."""
+    return bool(name) and name[0] in _ID_FIRST and _ID_CHARS.issuperset(name)
+
+
+def is_dotted(name: Any) -> bool:
+    """``a.b.c``: ASCII identifiers, no keywords, joined by dots."""
+    return isinstance(name, str) and all(
+        part.isascii() and part.isidentifier() and not keyword.iskeyword(part) for part in name.split(".")
+    )
+
+
+class Reader:
+    """Typed access to the YAML data (overrides applied), raising errors at the right line."""
+
+    def __init__(self, data: Any, marks: Marks, path: str, overridden: Mapping[Tuple[Any, ...], str]):
+        self.data, self.marks, self.path, self.overridden = data, marks, path, overridden
+
+    def where(self, here: Tuple[Any, ...], key: bool = False) -> Location:
+        probe = here + (KEY,) if key else here
+        while probe and probe not in self.marks:
+            probe = probe[:-1]
+        line, col = self.marks.get(probe, (None, None))
+        return Location(self.path, line, col)
+
+    def fail(self, here: Tuple[Any, ...], message: str, hint: str, key: bool = False) -> RecipeError:
+        for n in range(len(here), 0, -1):
+            if here[:n] in self.overridden:
+                return OverrideError(f"{self.overridden[here[:n]]}: {message}", Location("<command line>"), hint)
+        return RecipeError(message, self.where(here, key), hint)
+
+    def get(self, here: Tuple[Any, ...]) -> Any:
+        value = self.data
+        for part in here:
+            value = value[part]
+        return value
+
+    def mapping(self, here: Tuple[Any, ...], allowed: Iterable[str], required: Iterable[str] = ()) -> Dict[str, Any]:
+        value = self.get(here)
+        name = ".".join(map(str, here)) or "the recipe"
+        if not isinstance(value, dict):
+            raise self.fail(here, f"{name} must be a mapping, not {kind_of(value)}",
+                            "write it as `key: value` lines indented under its name")
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                raise self.fail(here + (key,), f"unknown key {key!r} in {name}",
+                                f"valid keys: {', '.join(allowed)}", key=True)
+        for key in required:
+            if key not in value:
+                raise self.fail(here, f"{name} is missing the required key {key!r}",
+                                f"add `{key}:`; see the recipe format in README.md")
+        return value
+
+    def string(self, here: Tuple[Any, ...], what: str = "a string") -> str:
+        value = self.get(here)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(here, f"{name_of(here)} must be {what}, not {kind_of(value)}",
+                            f"write {name_of(here)} as {what}")
+        return value
+
+    def integer(self, here: Tuple[Any, ...], minimum: int) -> int:
+        value = self.get(here)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(here, f"{name_of(here)} must be an integer, not {kind_of(value)}",
+                            f"write a whole number of at least {minimum}")
+        if value < minimum:
+            raise self.fail(here, f"{name_of(here)} must be at least {minimum}, not {value}",
+                            f"use a whole number of at least {minimum}")
+        return value
+
+    def boolean(self, here: Tuple[Any, ...]) -> bool:
+        value = self.get(here)
+        if not isinstance(value, bool):
+            raise self.fail(here, f"{name_of(here)} must be true or false, not {kind_of(value)}",
+                            "write true or false")
+        return value
+
+    def word(self, here: Tuple[Any, ...], allowed: Sequence[str]) -> str:
+        value = self.get(here)
+        if not isinstance(value, str) or value not in allowed:
+            raise self.fail(here, f"{name_of(here)} must be one of {', '.join(allowed)}; got {value!r}",
+                            did_you_mean(value, allowed) + f"pick one of: {', '.join(allowed)}")
+        return value
+
+    def strings(self, here: Tuple[Any, ...], allowed: Optional[Sequence[str]] = None, nonempty: bool = True) -> List[str]:
+        value = self.get(here)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or (nonempty and not value):
+            raise self.fail(here, f"{name_of(here)} must be a non-empty list, not {kind_of(value)}",
+                            "write a list such as [a, b]")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or (allowed is not None and item not in allowed):
+                sub = here + (i,) if isinstance(self.get(here), list) else here
+                what = f"one of {', '.join(allowed)}" if allowed else "a string"
+                raise self.fail(sub, f"{name_of(here)} entries must be {what}; got {item!r}",
+                                f"use only {what}")
+            out.append(item)
+        return out
+
+    def expression(self, here: Tuple[Any, ...]) -> str:
+        text = self.string(here, "a Python expression")
+        return check_expression(text, lambda msg: self.fail(here, msg, "write one Python expression on one line, e.g. `self.actor_optimizer is None`"))
+
+
+MAX_GUARD_DEPTH = 40  # far beyond any real guard; deep nesting would exhaust the parsers' recursion
+
+
+def check_expression(text: str, fail) -> str:
+    """Parse a guard expression; return it as the one ASCII line that will be inserted."""
+    text = text.strip()
+    if not text.isascii():
+        raise fail(f"a guard must be ASCII (the target file's encoding may not hold other characters): {text!r}; "
+                   "write other characters in strings as \\u escapes")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise fail(f"not a valid Python expression: {text!r} ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise fail(f"the guard is nested too deeply ({len(text)} characters)") from None
+    depth = {id(tree): 0}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            raise fail(f"{type(node).__name__.lower()} is not allowed in a guard: {text!r}")
+        for child in ast.iter_child_nodes(node):
+            depth[id(child)] = depth[id(node)] + 1
+            if depth[id(child)] > MAX_GUARD_DEPTH:
+                raise fail(f"the guard is nested more than {MAX_GUARD_DEPTH} levels deep: {text[:60]!r}...")
+    if any(not (" " <= ch <= "~") for ch in text) or "#" in text:  # tabs, form feeds, newlines, comments
+        return ast.unparse(tree)
+    return text
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "empty"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number"}.get(type(value), type(value).__name__)
+
+
+def name_of(here: Tuple[Any, ...]) -> str:
+    parts = [str(p) if not isinstance(p, int) else f"[{p}]" for p in here]
+    return ".".join(parts).replace(".[", "[") or "value"
+
+
+def did_you_mean(value: Any, allowed: Sequence[str], prefix: str = "") -> str:
+    """``"did you mean level1? "`` for a word spelt close to an allowed one, else ``""``."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(value, allowed, n=1, cutoff=0.75) if isinstance(value, str) else []
+    return f"did you mean {prefix}{close[0]}? " if close else ""
+
+
+def check_relative(r: Reader, here: Tuple[Any, ...], f: str) -> None:
+    p = Path(f)
+    if p.is_absolute() or f.startswith(("/", "\\")) or (f[1:2] == ":" and f[:1].isascii() and f[:1].isalpha()):
+        raise r.fail(here, f"target file {f!r} is absolute", "write paths relative to the package root, e.g. verl/workers/actor/dp_actor.py")
+    if ".." in p.parts or "\\" in f:
+        raise r.fail(here, f"target file {f!r} leaves the root", "write a path inside the root, with / separators and no '..'")
+    if not f.endswith(".py"):
+        raise r.fail(here, f"target file {f!r} is not a .py file", "point at a Python source file")
