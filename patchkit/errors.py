@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 
-
 class Location(NamedTuple):
     """A place in a file (recipe or target). Line and column are 1-based."""
 

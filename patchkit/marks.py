@@ -61,8 +61,6 @@ def applied_ids(text: str) -> List[str]:
     return ids
 
 
-
-
 def _mentions(line: str, recipe_id: str) -> bool:
     """``line`` names ``recipe_id`` as a marker (``patchkit:verl-fsdp`` is not in ``patchkit:verl-fsdp-update``)."""
     return re.search(rf"patchkit:{re.escape(recipe_id)}(?![a-z0-9._-])", line) is not None

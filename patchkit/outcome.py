@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 
-
 class Shown(str, enum.Enum):
     """A state whose value is the text shown for it: ``str()``, f-strings and JSON give that text."""
 

@@ -47,7 +47,6 @@ REQUIRED = ("id", "description", "target", "points")
 TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags")
 
 
-
 # ---------------------------------------------------------------- loading
 
 def read_text(path: Path) -> str:
@@ -191,7 +190,6 @@ def _target(r: Reader) -> m.Target:
                     tags=tags)
 
 
-
 def default_save_path(rid: str) -> str:
     """Where a recipe's traces go when it says nothing: a folder of its own."""
     return f"{v.DEFAULTS['save_path']}/{rid}"
@@ -238,12 +236,6 @@ def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
                          f"write {setting.name}: all, or {setting.name}: [0, 1]")
         return tuple(sorted(set(value)))
     raise ValueError(f"{setting.key}: no reader for the kind {kind!r}")  # pragma: no cover
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------- the built-in recipes

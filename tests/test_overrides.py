@@ -1,0 +1,50 @@
+"""overrides: KEY=VALUE applied to a recipe's data before validation; the original data never changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchkit.errors import OverrideError
+from patchkit.overrides import apply_overrides
+
+DATA = {"id": "r", "schedule": {"wait": 1}, "profiler": {"level": "level0"}}
+OPTIONS = {"granularity": {"choices": ["mini", "micro"], "default": "mini"}}
+
+
+def test_sections_backend_and_options_are_set_and_remembered_as_typed():
+    data, overridden, chosen = apply_overrides(
+        DATA, ["schedule.active=3", "backend=npu", "granularity=micro", "profiler.mstx=true"], OPTIONS)
+    assert data["schedule"] == {"wait": 1, "active": 3} and data["backend"] == "npu"
+    assert data["profiler"] == {"level": "level0", "mstx": True}
+    assert chosen == {"granularity": "micro"}
+    assert overridden == {("schedule", "active"): "schedule.active=3", ("backend",): "backend=npu",
+                          ("profiler", "mstx"): "profiler.mstx=true"}
+    assert DATA == {"id": "r", "schedule": {"wait": 1}, "profiler": {"level": "level0"}}
+
+
+def test_values_are_yaml_and_options_take_words():
+    data, _, chosen = apply_overrides({}, ["profiler.ranks=[0, 2]", "profiler.save_path=", "granularity=True"],
+                                      OPTIONS)
+    assert data["profiler"] == {"ranks": [0, 2], "save_path": ""}
+    assert chosen == {"granularity": "true"}
+
+
+@pytest.mark.parametrize("text,fragment,hint", [
+    ("schedule.active", "is not KEY=VALUE", "schedule.active=3"),
+    ("=3", "is not KEY=VALUE", "granularity=micro"),
+    ("schedule.active=[1", "the value is not valid YAML", "quote it"),
+    ("wait=2", "unknown override key 'wait'", "did you mean schedule.wait=2?"),
+    ("schedule.level=level1", "unknown override key 'schedule.level'", "profiler.level=level1"),
+    ("profiler.activ=2", "unknown override key", "valid keys: backend, "),
+])
+def test_bad_overrides_name_the_command_line_and_say_what_was_meant(text, fragment, hint):
+    with pytest.raises(OverrideError) as info:
+        apply_overrides(DATA, [text], OPTIONS)
+    assert fragment in str(info.value) and info.value.where.path == "<command line>"
+    assert hint in info.value.hint
+
+
+def test_a_key_like_no_other_gets_the_list_without_a_guess():
+    with pytest.raises(OverrideError) as info:
+        apply_overrides(DATA, ["zzzz=1"], OPTIONS)
+    assert "did you mean" not in info.value.hint and "granularity" in info.value.hint
