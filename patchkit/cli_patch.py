@@ -10,7 +10,6 @@ from typing import List, Optional, Sequence
 
 import click
 
-from .errors import PatchkitError
 
 say = partial(click.echo, err=True)
 
@@ -66,13 +65,16 @@ def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: O
           commit: bool, interactive: bool, skip_version: bool) -> None:
     from . import api
     from .outcome import Outcome
-    from .targets import locate
 
     s = api.load(recipe, overrides, backend)
-    if skip_version:  # said before anything is written (or asked with --interactive)
-        say_skipped(_refusal(locate(s.recipe.target, root), s))
+    plans = []
+
+    def planned(plan) -> None:  # said before anything is written (or asked with --interactive)
+        plans.append(plan)
+        say_skipped(plan.version_skipped)
+
     outcomes = api.apply(s, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
-                         skip_version_check=skip_version, review=review if interactive else None)
+                         skip_version_check=skip_version, review=review if interactive else None, planned=planned)
     for o in outcomes:
         say(f"{o.label}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
     say_git(outcomes)
@@ -80,7 +82,7 @@ def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: O
         say(f"{s.id}: nothing written")
         sys.exit(1)
     changed = sum(o.state.written for o in outcomes)
-    installed = locate(s.recipe.target, root)
+    installed = plans[0].installed
     if changed:
         from .environment import runtime_missing
 
@@ -97,17 +99,6 @@ def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: O
         f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
     for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
         say(f"note: {note}")
-
-
-def _refusal(installed, s) -> str:
-    """The version check's refusal for ``installed``, or "" when its version is in the recipe's range."""
-    from .targets import check_version
-
-    try:
-        check_version(installed, s.recipe.target, s.id, s.recipe.path)
-    except PatchkitError as exc:
-        return exc.message
-    return ""
 
 
 def say_git(outcomes) -> None:

@@ -32,7 +32,8 @@ Before = Dict[str, Optional[dict]]  # each changed record as it was (None: the f
 
 def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None, *,
           allow_dirty: bool = False, commit: bool = False, skip_version_check: bool = False,
-          review: Optional[Callable[[List[FilePlan]], bool]] = None) -> List[FileOutcome]:
+          review: Optional[Callable[[List[FilePlan]], bool]] = None,
+          planned: Optional[Callable[[Plan], None]] = None) -> List[FileOutcome]:
     """Patch every file of the recipe, or none of them.
 
     A file tracked by git with uncommitted changes (other than patchkit's own
@@ -41,13 +42,16 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     ``review`` is shown the files about to change, after every check and
     before anything is written; if it returns False nothing is written and
     those files come back as :attr:`Outcome.NOT_WRITTEN`.  ``skip_version_check``:
-    see :func:`patchkit.planning.plan`.
+    see :func:`patchkit.planning.plan`.  ``planned`` is given the plan as soon
+    as it is made, before any check or write (the command line says what it skipped).
     """
     from .ledger import Ledger
 
     ledger = ledger or Ledger()
     with ledger.locked() as led:
         p = plan(settings, root, skip_version_check)
+        if planned is not None:
+            planned(p)
         notes = check_git(settings, p, led, allow_dirty, commit)
         writes: Writes = []
         before: Before = {}

@@ -108,3 +108,24 @@ def test_diff_says_what_would_change_and_where_to_apply_it(tree):
     assert result.stderr.splitlines() == [
         f"{R}: 1 file(s) would change, 0 already applied (verl 0.6.1, from verl metadata in {root.resolve()})",
         f"apply the patch with `git apply` or `patch -p1` run in {root.resolve()}"]
+
+
+def test_apply_finds_the_package_once_and_says_a_skipped_version_check_before_writing(tree, monkeypatch):
+    from patchkit import planning
+
+    root = tree("verl-0.6")
+    calls = []
+    real = planning.locate
+    monkeypatch.setattr(planning, "locate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    said_before_review = []
+
+    def review(files):
+        said_before_review.append(True)
+        return False
+
+    monkeypatch.setattr(cli_patch, "review", review)
+    result = run("apply", R, "--root", root, "--skip-version-check", "--interactive", code=1)
+    assert len(calls) == 1 and said_before_review
+    assert "version check skipped" not in result.stderr  # verl 0.6.1 is in range: nothing was skipped
+    result = run("apply", R, "--root", root, code=0)
+    assert len(calls) == 2
