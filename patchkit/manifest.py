@@ -189,27 +189,48 @@ def measure(path: str) -> Tuple[int, int]:
     return size, files
 
 
-def load(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
-    """(record, "") for a manifest this patchkit reads; (None, why not) otherwise."""
+class Unreadable(Exception):
+    """Why a file cannot be used as a manifest; ``foreign``: it is readable JSON, just not a manifest."""
+
+    def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None, foreign: bool = False):
+        super().__init__(reason)
+        self.reason, self.line, self.col, self.foreign = reason, line, col, foreign
+
+
+def read(path: str) -> Dict[str, Any]:
+    """The manifest at ``path``, of a format this patchkit reads; :class:`Unreadable` says why not."""
     from . import __version__
 
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
     except OSError as exc:
-        return None, f"cannot read it: {exc.strerror or exc}"
+        raise Unreadable(f"cannot read it: {exc.strerror or exc}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        return None, f"not a readable manifest ({'cut off' if raw and not raw.rstrip().endswith(b'}') else 'bad JSON'}: {exc})"
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"not a readable manifest (not UTF-8: {exc})") from None
+    except ValueError as exc:
+        how = "cut off" if raw and not raw.rstrip().endswith(b"}") else "bad JSON"
+        raise Unreadable(f"not a readable manifest ({how}: {getattr(exc, 'msg', exc)})",
+                         getattr(exc, "lineno", None), getattr(exc, "colno", None)) from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
-        return None, "not a patchkit capture manifest"
+        raise Unreadable("not a patchkit capture manifest", foreign=True)
     fmt = data.get("format")
     if not isinstance(fmt, int) or fmt < 1:
-        return None, f"format {fmt!r} is not a manifest format"
+        raise Unreadable(f"format {fmt!r} is not a manifest format", 1)
     if fmt > FORMAT:
-        return None, (f"written by patchkit {data.get('patchkit', '?')} in manifest format {fmt}; this patchkit "
-                      f"({__version__}) reads format {FORMAT} and older")
+        raise Unreadable(f"written by patchkit {data.get('patchkit', '(a newer version)')} in manifest format {fmt}; "
+                         f"this patchkit ({__version__}) reads format {FORMAT} and older", 1)
+    return data
+
+
+def load(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
+    """(record, "") for a whole manifest this patchkit reads; (None, why not) otherwise."""
+    try:
+        data = read(path)
+    except Unreadable as exc:
+        return None, exc.reason
     missing = [k for k in ("recipe", "key", "backend", "rank", "steps", "traces") if k not in data]
     if missing:
         return None, f"the manifest lacks {', '.join(missing)}"

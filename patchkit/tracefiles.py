@@ -26,15 +26,13 @@ Standard library only; nothing here writes.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import Location, TraceError
+from . import manifest
 from .manifest import FOLDER as MANIFEST_FOLDER
-from .manifest import FORMAT as MANIFEST_FORMAT  # the newest format this patchkit reads: the writer's own
-from .manifest import KIND as MANIFEST_KIND
 
 TORCH_ENDINGS = (".pt.trace.json", ".pt.trace.json.gz")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
@@ -155,31 +153,15 @@ def _manifests_in(folder: str) -> Dict[str, Tuple[dict, str]]:
 def read_manifest(path: str) -> Optional[Dict[str, Any]]:
     """A patchkit capture manifest (None for a JSON file that is not one); a TraceError when it cannot be used."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read this manifest: {exc}", Location(path),
-                         hint="copy it again, or delete it: the trace is then read without it") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
-        raise TraceError(f"this manifest is not whole JSON ({getattr(exc, 'msg', exc)})", Location(path, line, col),
-                         hint="copy it again, or delete it: the trace is then read without it") from None
-    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
-        return None
-    fmt = data.get("format")
-    if isinstance(fmt, int) and fmt > MANIFEST_FORMAT:
-        from . import __version__
-
-        raise TraceError(f"written by patchkit {data.get('patchkit', '(a newer version)')} in manifest format {fmt}; "
-                         f"this patchkit ({__version__}) reads format {MANIFEST_FORMAT} and older",
-                         Location(path, 1), hint="upgrade patchkit where you run this command "
-                                                 "(a build of patchkit-profiler as new as the one that wrote it)")
-    if not isinstance(fmt, int) or fmt < 1:
-        raise TraceError(f"'format' is {fmt!r}, not a manifest format number", Location(path, 1),
-                         hint="copy it again, or delete it: the trace is then read without it")
-    return data
+        return manifest.read(path)
+    except manifest.Unreadable as exc:
+        if exc.foreign:
+            return None
+        newer = exc.reason.startswith("written by")
+        raise TraceError(exc.reason, Location(path, exc.line, exc.col),
+                         hint="upgrade patchkit where you run this command (a build of patchkit-profiler as new as "
+                              "the one that wrote it)" if newer else
+                              "copy it again, or delete it: the trace is then read without it") from None
 
 
 def _rank_inside(path: str, kind: str) -> Optional[int]:

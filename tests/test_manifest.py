@@ -170,3 +170,21 @@ def test_the_manifest_module_imports_only_the_standard_library():
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] not in sys.stdlib_module_names))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['patchkit', 'patchkit.manifest']"
+
+
+def test_one_reader_tells_foreign_json_from_a_broken_manifest(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    with pytest.raises(manifest.Unreadable) as info:
+        manifest.read(str(other))
+    assert info.value.foreign
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 1,\n "kind": "patchkit-capture",\n oops}')
+    with pytest.raises(manifest.Unreadable) as info:
+        manifest.read(str(bad))
+    assert not info.value.foreign and (info.value.line, info.value.col) == (3, 2)
+    assert "bad JSON" in info.value.reason
+    whole = tmp_path / "whole.json"
+    whole.write_text('{"format": 1, "kind": "patchkit-capture"}')
+    assert manifest.read(str(whole)) == {"format": 1, "kind": "patchkit-capture"}
+    assert manifest.load(str(whole)) == (None, "the manifest lacks recipe, key, backend, rank, steps, traces")

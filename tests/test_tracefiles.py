@@ -120,7 +120,7 @@ def test_a_cut_off_manifest_names_its_line_and_column(tmp_path):
     with pytest.raises(TraceError) as caught:
         find(str(tmp_path))
     assert caught.value.where.path == str(path) and caught.value.where.line is not None
-    assert "not whole JSON" in caught.value.message
+    assert "not a readable manifest (cut off" in caught.value.message
 
 
 def test_other_json_in_the_manifest_folder_is_not_a_manifest(tmp_path):
