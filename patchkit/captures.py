@@ -25,6 +25,7 @@ import socket
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import manifest
+from .tracefiles import rank_inside
 from .errors import Location, PatchkitError
 
 NO_CAPTURE_HINT = ("a capture appears in the recipe's profiler.save_path when its window closes; name the folder "
@@ -254,46 +255,18 @@ def _bare(path: str, node: str) -> Capture:
         size, files = 0, 0
     trace = Trace(path, os.path.basename(path), "folder" if is_dir else "file", size, files)
     if is_dir:
-        rank, problem = _ascend_rank(path), ""
+        rank, problem = rank_inside(path, "ascend"), ""
         if not any(n.startswith("profiler_info") and n.endswith(".json") for n in _listdir(path)):
             problem = (f"{path}: no profiler_info*.json: torch_npu is still writing it, or the process ended "
                        "before the profiler was stopped")
         backend = "npu"
     else:
-        rank, problem, backend = _torch_rank(path), manifest.check_trace(path), "torch"
+        rank, problem, backend = rank_inside(path, "torch"), manifest.check_trace(path), "torch"
         problem = f"{path}: {problem}" if problem else ""
     match = re.match(r"(?P<host>.+?)_(?P<pid>\d+)[._]", os.path.basename(path))
     return Capture(folder, None, "", "", "", rank, backend, None, None, None, None, _mtime(path),
                    match.group("host") if match else "", _int(match.group("pid")) if match else None,
                    (trace,), problem, node)
-
-
-_DIST_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*(\d+)')
-
-
-def _torch_rank(path: str) -> Optional[int]:
-    """``distributedInfo.rank``, which torch writes near the top of a trace when torch.distributed is set up."""
-    if path.endswith(".gz"):
-        import gzip
-
-        opener: Any = gzip.open
-    else:
-        opener = open
-    try:
-        with opener(path, "rb") as handle:
-            head = handle.read(1 << 16)
-    except (OSError, EOFError):
-        return None
-    m = _DIST_RANK.search(head)
-    return int(m.group(1)) if m else None
-
-
-def _ascend_rank(path: str) -> Optional[int]:
-    for n in _listdir(path):
-        m = re.fullmatch(r"profiler_info_(\d+)\.json", n)
-        if m:
-            return int(m.group(1))
-    return None
 
 
 def _listdir(path: str) -> List[str]:

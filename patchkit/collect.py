@@ -26,16 +26,13 @@ The bytes come from a :class:`Source`: this machine's files, or a Ray node's
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from . import manifest
+from . import journal, manifest
 from .captures import Capture, CaptureError, unique
 from .errors import Location
 
-JOURNAL = ".patchkit-collect"
-FORMAT = 1
 PART = ".patchkit-part"
 CHUNK = 8 << 20  # bytes per read: the most one file's copy holds in memory (times the reads in flight over Ray)
 
@@ -173,52 +170,6 @@ def collect_here(dest: str, folders: Sequence[str] = (), cwd: Optional[str] = No
     return collect(dest, caps, {c.node: source for c in caps}, walk_local, chunk, skip_broken)
 
 
-# ---------------------------------------------------------------- DEST and its journal
-
-
-def read_journal(dest: str) -> Dict[str, Dict[str, Any]]:
-    """What an earlier collect into ``dest`` recorded (dest path -> entry); a DEST that is not one is refused."""
-    if not os.path.exists(dest):
-        return {}
-    if not os.path.isdir(dest):
-        raise CaptureError(f"{dest} exists and is not a folder", Location(dest), "choose a new folder for DEST")
-    path = os.path.join(dest, JOURNAL)
-    if not os.path.exists(path):
-        if os.listdir(dest):
-            raise CaptureError(f"{dest} already holds files that patchkit collect did not write", Location(dest),
-                               "choose a new or empty folder for DEST; nothing was written")
-        return {}
-    entries: Dict[str, Dict[str, Any]] = {}
-    with open(path, "rb") as handle:
-        lines = handle.read().decode("utf-8", "replace").splitlines()
-    for number, line in enumerate(lines, 1):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            if number == len(lines):  # the last line of a run that was killed while writing it
-                continue
-            raise CaptureError(f"line {number} of the journal is not JSON", Location(path, number),
-                               "move DEST aside and collect into a new folder") from None
-        if number == 1:
-            if entry.get("kind") != "patchkit-collect":
-                raise CaptureError("not a patchkit collect journal", Location(path, 1), "choose a new folder for DEST")
-            if not isinstance(entry.get("format"), int) or entry["format"] > FORMAT:
-                raise CaptureError(f"written by a newer patchkit (journal format {entry.get('format')}; this one "
-                                   f"reads {FORMAT})", Location(path, 1),
-                                   "collect with that patchkit, or into a new folder")
-            continue
-        if isinstance(entry, dict) and "file" in entry:
-            entries[entry["file"]] = entry
-    return entries
-
-
-def _journal(dest: str, entry: Dict[str, Any]) -> None:
-    with open(os.path.join(dest, JOURNAL), "ab") as handle:
-        handle.write((json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
 # ---------------------------------------------------------------- copying
 
 
@@ -238,13 +189,13 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
     good = [c for c in captures if not c.problem]
     if not good:
         raise CaptureError("no capture to collect", Location(dest), "see `patchkit traces` for what was found")
-    journal = read_journal(dest)
+    recorded = journal.read(dest)
     items, notes = plan(good, walk)
     # everything that could stop the collect is checked before the first byte is written
-    keep = _check_existing(dest, items, good, sources, journal, chunk)
+    keep = _check_existing(dest, items, good, sources, recorded, chunk)
     os.makedirs(dest, exist_ok=True)
-    if not os.path.exists(os.path.join(dest, JOURNAL)):
-        _journal_header(dest)
+    if not os.path.exists(os.path.join(dest, journal.JOURNAL)):
+        journal.start(dest)
     done: List[Copied] = []
     for item in items:
         cap = good[item.capture]
@@ -254,11 +205,11 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
             continue
         if item.dest in keep:
             done.append(Copied(target, item.source, cap.node, item.size, "already there", item.capture))
-            if item.dest not in journal:
-                _journal(dest, keep[item.dest])
+            if item.dest not in recorded:
+                journal.append(dest, keep[item.dest])
             continue
         entry = _copy(sources[cap.node], item, target, chunk)
-        _journal(dest, dict(entry, **{"node": cap.node}))
+        journal.append(dest, dict(entry, **{"node": cap.node}))
         done.append(Copied(target, item.source, cap.node, item.size, "copied", item.capture))
     written = [m for m in (_manifest(dest, cap) for cap in good) if m]
     groups = sorted({group_of(c) for c in good})
@@ -266,13 +217,8 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
                   tuple(c for c in captures if c.problem))
 
 
-def _journal_header(dest: str) -> None:
-    with open(os.path.join(dest, JOURNAL), "xb") as handle:
-        handle.write(b'{"kind": "patchkit-collect", "format": %d}\n' % FORMAT)
-
-
 def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], sources: Dict[str, Source],
-                    journal: Dict[str, Dict[str, Any]], chunk: int) -> Dict[str, Dict[str, Any]]:
+                    recorded: Dict[str, Dict[str, Any]], chunk: int) -> Dict[str, Dict[str, Any]]:
     """The files already in DEST that are these captures' (kept); any other file in the way stops the collect."""
     keep: Dict[str, Dict[str, Any]] = {}
     for item in items:
@@ -281,7 +227,7 @@ def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], s
             continue
         cap = caps[item.capture]
         size, digest = file_digest(target, chunk) if os.path.isfile(target) else (-1, "")
-        known = journal.get(item.dest)
+        known = recorded.get(item.dest)
         if known is not None and (known.get("size"), known.get("sha256")) == (size, digest) and size == item.size:
             keep[item.dest] = known  # copied and checked by an earlier run, and unchanged since
             continue

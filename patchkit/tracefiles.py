@@ -121,7 +121,7 @@ def _ranked(path: str, kind: str, root: str, manifests: Dict[str, Dict[str, Tupl
     rank = record.get("rank")
     if isinstance(rank, int) and not isinstance(rank, bool):
         return Capture(path, kind, rank, role, "manifest", where)
-    rank = _rank_inside(path, kind)
+    rank = rank_inside(path, kind)
     if rank is not None:
         return Capture(path, kind, rank, role, "trace" if kind == "torch" else "profiler_info", where)
     rank = _rank_in_path(path, root)
@@ -164,10 +164,14 @@ def read_manifest(path: str) -> Optional[Dict[str, Any]]:
                               "copy it again, or delete it: the trace is then read without it") from None
 
 
-def _rank_inside(path: str, kind: str) -> Optional[int]:
-    """The rank the capture records about itself, without reading a whole trace."""
+def rank_inside(path: str, kind: str) -> Optional[int]:
+    """The rank a capture (``kind`` "torch" or "ascend") records about itself, without reading a whole trace."""
     if kind == "ascend":
-        for name in sorted(os.listdir(path)):
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            return None
+        for name in names:
             match = _INFO.fullmatch(name)
             if match and match.group(1) is not None:
                 return int(match.group(1))
