@@ -211,7 +211,7 @@ def holding_torch_backend():
         return backends.Plan(sections=dict(p.sections, create=create), trace_dir=p.trace_dir, notes=p.notes)
 
     bench.plan = plan
-    backends.register("bench-torch", bench)
+    backends.register("bench_torch", bench)
     return hold
 
 
@@ -221,7 +221,7 @@ def window_blocks(rt, mod, w, count, folder):
     profiler, with the same number of events behind them)."""
     hold = holding_torch_backend()
     key = "bench-window"
-    rt.configure(key, **settings(folder, backend="bench-torch", active=2 * w * count + 2))
+    rt.configure(key, **settings(folder, backend="bench_torch", active=2 * w * count + 2))
     rt.step(key)  # starts it: step 0 opens the window
     rt.step(key)
     prof = hold.prof
