@@ -10,6 +10,7 @@ from typing import List, Optional, Sequence
 
 import click
 
+from .errors import PatchkitError
 
 say = partial(click.echo, err=True)
 
@@ -40,7 +41,12 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     from .diff import stat as diffstat
 
     s = api.load(recipe, overrides, backend)
-    plan = api.plan(s, root, skip_version)
+    try:
+        plan = api.plan(s, root, skip_version)
+    except PatchkitError:
+        if skip_version:  # the plan failed: still say what was let through
+            say_skipped(_refusal(s, root))
+        raise
     say_skipped(plan.version_skipped)
     text = plan.diff()
     if stat:
@@ -73,8 +79,13 @@ def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: O
         plans.append(plan)
         say_skipped(plan.version_skipped)
 
-    outcomes = api.apply(s, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
-                         skip_version_check=skip_version, review=review if interactive else None, planned=planned)
+    try:
+        outcomes = api.apply(s, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
+                             skip_version_check=skip_version, review=review if interactive else None, planned=planned)
+    except PatchkitError:
+        if skip_version and not plans:  # the plan itself failed: still say what was let through
+            say_skipped(_refusal(s, root))
+        raise
     for o in outcomes:
         say(f"{o.label}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
     say_git(outcomes)
@@ -99,6 +110,17 @@ def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: O
         f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
     for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
         say(f"note: {note}")
+
+
+def _refusal(s, root: Optional[str]) -> str:
+    """The version check's refusal, or "" when the version is in range or the package is not found."""
+    from .targets import check_version, locate
+
+    try:
+        check_version(locate(s.recipe.target, root), s.recipe.target, s.id, s.recipe.path)
+    except PatchkitError as exc:
+        return exc.message
+    return ""
 
 
 def say_git(outcomes) -> None:
