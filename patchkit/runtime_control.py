@@ -70,6 +70,31 @@ def rank():
         return 0
 
 
+REPLICA_ENV = "VERL_REPLICA_RANK"  # verl >= 0.8: vLLMHttpServer sets it for the vLLM processes of its replica
+
+
+def replica(size, here):
+    """This process's Agent Loop replica and how it was read, or (None, why it cannot be).
+
+    $VERL_REPLICA_RANK when verl set it (0.8 and later, vLLM / vLLM-Ascend servers and the worker processes
+    they spawn); else ``here // size`` with ``size`` the processes of one replica (rollout tp*dp*pp), the
+    rule verl's own rollout adapters use on the process rank (0.6 and later: ``rank // rollout_world_size``).
+    """
+    text = os.environ.get(REPLICA_ENV, "").strip()
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            return None, f"${REPLICA_ENV}={text!r} is not a replica index"
+        if value >= 0:
+            return value, f"${REPLICA_ENV}"
+        return None, f"${REPLICA_ENV}={text!r} is not a replica index"
+    if size:
+        return here // size, f"rank {here} // profiler.replica_size {size}"
+    return None, (f"${REPLICA_ENV} is not set in this process (verl < 0.8, or not a vLLM server of verl): "
+                  "set profiler.replica_size to the rollout's tp*dp*pp to read the replica from the rank")
+
+
 def foreign_profiler():
     """A name for a profiler running in this process that is not ours, or None."""
     ap = sys.modules.get("torch.autograd.profiler")
@@ -109,6 +134,15 @@ def try_start(key):
         if s["ranks"] != "all" and here not in s["ranks"]:
             finished.add(key)  # not this rank: no profiler, no files
             return
+        if s["replicas"] != "all":
+            mine, how = replica(s["replica_size"], here)
+            if mine is None:
+                finished.add(key)
+                once((key, "replica"), f"{key}: not starting: profiler.replicas is set, but {how}")
+                return
+            if mine not in s["replicas"]:
+                finished.add(key)  # not a listed replica: no profiler, no files
+                return
         checked[key] = (given, s, here)
     active = state["active"]
     if active is not None:

@@ -172,8 +172,9 @@ def normalize(settings: Mapping[str, Any]) -> Dict[str, Any]:
     s.update({k: v for k, v in settings.items() if k in KEYS})
     if isinstance(s["contents"], (list, tuple)):
         s["contents"] = tuple(s["contents"])
-    if isinstance(s["ranks"], list):
-        s["ranks"] = tuple(s["ranks"])
+    for key in ("ranks", "replicas"):
+        if isinstance(s[key], list):
+            s[key] = tuple(s[key])
     return s
 
 
@@ -203,6 +204,8 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
         found = problem(setting, s[setting.name])
         if found:
             problems.append(found)
+    if not problems and s["replicas"] != "all" and s["ranks"] != "all":
+        problems.append("profiler.replicas and profiler.ranks are both set: pick one")
     if problems:
         return problems
     try:

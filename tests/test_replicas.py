@@ -1,0 +1,159 @@
+"""Agent Loop replicas: profiler.replicas picks whole rollout replicas (every process of them), never ranks.
+
+The runtime reads a process's replica from $VERL_REPLICA_RANK (verl 0.8 and later set it in the vLLM server
+process, whose vLLM workers inherit it) or, where verl sets none, as ``rank // profiler.replica_size``
+(the rule verl's own rollout adapters apply to $RANK).  tests/test_real_targets.py checks on the released
+wheels that verl still does both.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from patchkit import backends, runtime  # noqa: E402
+from patchkit.errors import OverrideError, RecipeError  # noqa: E402
+from patchkit.recipe import load, load_recipe  # noqa: E402
+from patchkit.runtime_control import REPLICA_ENV, replica  # noqa: E402
+from runtime_helpers import lines, settings, trace_files  # noqa: E402
+from runtime_helpers import no_profiler_left_running  # noqa: E402,F401  (a fixture)
+
+
+# ---------------------------------------------------------------------------
+# the rule, process by process
+
+
+@pytest.mark.parametrize("env,size,rank,expected", [
+    ("0", 0, 5, 0),  # the env var wins over the rank
+    ("3", 4, 0, 3),
+    (None, 4, 0, 0), (None, 4, 3, 0), (None, 4, 4, 1), (None, 4, 11, 2),  # rank // replica_size
+    (None, 1, 6, 6),
+])
+def test_the_replica_of_a_process(monkeypatch, env, size, rank, expected):
+    if env is None:
+        monkeypatch.delenv(REPLICA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(REPLICA_ENV, env)
+    assert replica(size, rank)[0] == expected
+
+
+@pytest.mark.parametrize("env", [None, "x", "-1"])
+def test_no_replica_without_the_env_var_or_a_size(monkeypatch, env):
+    if env is None:
+        monkeypatch.delenv(REPLICA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(REPLICA_ENV, env)
+    value, why = replica(0, 3)
+    assert value is None and REPLICA_ENV in why
+
+
+def _run(tmp_path, monkeypatch, key, rank, env=None, **given):
+    monkeypatch.setenv("RANK", str(rank))
+    if env is None:
+        monkeypatch.delenv(REPLICA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(REPLICA_ENV, env)
+    runtime.configure(key, **settings(tmp_path / key, **given))
+    for _ in range(2):
+        runtime.step(key)
+    return trace_files(tmp_path / key)
+
+
+@pytest.mark.usefixtures("no_profiler_left_running")
+@pytest.mark.parametrize("rank", [0, 1, 2, 3])
+def test_every_process_of_replica_0_profiles_from_the_rank(tmp_path, monkeypatch, rank):
+    # two replicas of tp=2: ranks 0-1 are replica 0, ranks 2-3 replica 1
+    files = _run(tmp_path, monkeypatch, f"rp{rank}", rank, replicas=(0,), replica_size=2)
+    assert bool(files) == (rank < 2)
+    if rank >= 2:
+        assert f"rp{rank}" in runtime._finished and runtime.report() == []
+
+
+@pytest.mark.usefixtures("no_profiler_left_running")
+@pytest.mark.parametrize("env,profiles", [("0", True), ("1", False), ("2", True)])
+def test_the_replica_from_verl_s_env_var(tmp_path, monkeypatch, env, profiles):
+    # vLLM worker processes of a verl >= 0.8 server: every one has RANK of its own (here 1), the replica from verl
+    files = _run(tmp_path, monkeypatch, "re", 1, env=env, replicas=(0, 2))
+    assert bool(files) == profiles
+
+
+@pytest.mark.usefixtures("no_profiler_left_running")
+def test_an_unknown_replica_profiles_nothing_and_says_why_once(tmp_path, monkeypatch, capsys):
+    files = _run(tmp_path, monkeypatch, "ru", 0, replicas=(0,))
+    runtime.step("ru")
+    assert files == []
+    said = [ln for ln in lines(capsys) if "ru: not starting: profiler.replicas is set" in ln]
+    assert len(said) == 1 and "profiler.replica_size" in said[0]
+
+
+def test_the_backend_refuses_replicas_with_ranks():
+    assert backends.validate({"replicas": (0,), "ranks": (1,)}) == [
+        "profiler.replicas and profiler.ranks are both set: pick one"]
+    assert backends.validate({"replicas": (0,), "replica_size": 4}) == []
+
+
+# ---------------------------------------------------------------------------
+# recipes
+
+
+ROLLOUT = textwrap.dedent("""\
+    id: bad
+    description: a rollout recipe
+    target:
+      package: vllm
+      files: [vllm/v1/worker/gpu_worker.py]
+    backend: torch
+    profiler:
+      ranks: all
+      replicas: [0]
+    points:
+      - class: Worker
+        method: execute_model
+        at: after_call
+        call: self.model_runner.execute_model
+    """)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_rollout_recipe_takes_replicas(tmp_path):
+    recipe = load_recipe(_write(tmp_path, ROLLOUT))
+    assert recipe.recipe.profiler.replicas == (0,) and recipe.recipe.profiler.replica_size == 0
+
+
+@pytest.mark.parametrize("old,new,fragment,hint", [
+    ("package: vllm", "package: verl", "profiler.replicas is for rollout workers", "profiler.ranks"),
+    ("ranks: all", "ranks: [1]", "profiler.replicas and profiler.ranks are both set", "replicas=[0]"),
+    ("replicas: [0]", "replicas: [-1]", "profiler.replicas must be `all` or a list", "replicas: all"),
+])
+def test_bad_replicas_name_their_line(tmp_path, old, new, fragment, hint):
+    with pytest.raises(RecipeError) as info:
+        load_recipe(_write(tmp_path, ROLLOUT.replace(old, new)))
+    err = info.value
+    assert fragment in err.message and hint in err.hint
+    assert err.where.path.endswith("bad.yaml") and (err.where.line, err.where.col) == (9, 13)
+
+
+@pytest.mark.parametrize("rid", ["vllm-decode", "vllm-ascend-decode", "sglang-forward"])
+def test_the_rollout_recipes_accept_replicas_on_the_command_line(rid):
+    s = load(rid, ["replicas=[0]", "profiler.replica_size=2"])
+    assert s.runtime_settings()["replicas"] == (0,) and s.runtime_settings()["replica_size"] == 2
+
+
+def test_a_training_recipe_refuses_replicas_on_the_command_line():
+    with pytest.raises(OverrideError) as info:
+        load("verl-fsdp-update", ["profiler.replicas=[0]"])
+    assert "rollout workers" in info.value.message and "command line" in str(info.value.where)
+
+
+def test_replicas_with_ranks_on_the_command_line_is_an_error():
+    with pytest.raises(OverrideError) as info:
+        load("vllm-decode", ["profiler.replicas=[0]", "profiler.ranks=[0]"])
+    assert "both set" in info.value.message
