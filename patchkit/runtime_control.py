@@ -73,26 +73,30 @@ def rank():
 REPLICA_ENV = "VERL_REPLICA_RANK"  # verl >= 0.8: vLLMHttpServer sets it for the vLLM processes of its replica
 
 
-def replica(size, here):
+def replica(size):
     """This process's Agent Loop replica and how it was read, or (None, why it cannot be).
 
-    $VERL_REPLICA_RANK when verl set it (0.8 and later, vLLM / vLLM-Ascend servers and the worker processes
-    they spawn); else ``here // size`` with ``size`` the processes of one replica (rollout tp*dp*pp), the
-    rule verl's own rollout adapters use on the process rank (0.6 and later: ``rank // rollout_world_size``).
+    1. $VERL_REPLICA_RANK, which verl 0.8 and later set in each vLLM / vLLM-Ascend server process (the
+       vLLM worker processes it spawns inherit it).
+    2. Else ``$RANK // size``, ``size`` being the processes of one replica (rollout tp*dp*pp): where vLLM's
+       or SGLang's worker runs inside a verl worker process (verl 0.4 to 0.6), $RANK is verl's global rank and
+       verl places replica r on ranks r*size to (r+1)*size-1.  Only $RANK, never torch.distributed's rank:
+       inside an engine's own processes that is the rank within one replica, the same in every replica.
+    3. Else unknown (verl 0.7 vLLM servers, SGLang servers from verl 0.6): no capture.
     """
     text = os.environ.get(REPLICA_ENV, "").strip()
     if text:
-        try:
-            value = int(text)
-        except ValueError:
-            return None, f"${REPLICA_ENV}={text!r} is not a replica index"
-        if value >= 0:
-            return value, f"${REPLICA_ENV}"
-        return None, f"${REPLICA_ENV}={text!r} is not a replica index"
-    if size:
-        return here // size, f"rank {here} // profiler.replica_size {size}"
-    return None, (f"${REPLICA_ENV} is not set in this process (verl < 0.8, or not a vLLM server of verl): "
-                  "set profiler.replica_size to the rollout's tp*dp*pp to read the replica from the rank")
+        value = int(text) if text.isdigit() else None
+        return (value, f"${REPLICA_ENV}") if value is not None else (
+            None, f"${REPLICA_ENV}={text!r} is not a replica index")
+    if not size:
+        return None, (f"${REPLICA_ENV} is not set in this process: set profiler.replica_size to the rollout's "
+                      "tp*dp*pp to read the replica from $RANK (verl 0.4 to 0.6)")
+    rank_text = os.environ.get("RANK", "").strip()
+    if not rank_text.isdigit():
+        return None, (f"neither ${REPLICA_ENV} nor $RANK is set in this process (an inference engine's own "
+                      "process, outside verl's workers): its replica cannot be told")
+    return int(rank_text) // size, f"$RANK {rank_text} // profiler.replica_size {size}"
 
 
 def foreign_profiler():
@@ -135,7 +139,7 @@ def try_start(key):
             finished.add(key)  # not this rank: no profiler, no files
             return
         if s["replicas"] != "all":
-            mine, how = replica(s["replica_size"], here)
+            mine, how = replica(s["replica_size"])
             if mine is None:
                 finished.add(key)
                 once((key, "replica"), f"{key}: not starting: profiler.replicas is set, but {how}")

@@ -33,21 +33,45 @@ from runtime_helpers import no_profiler_left_running  # noqa: E402,F401  (a fixt
     (None, 1, 6, 6),
 ])
 def test_the_replica_of_a_process(monkeypatch, env, size, rank, expected):
-    if env is None:
-        monkeypatch.delenv(REPLICA_ENV, raising=False)
-    else:
-        monkeypatch.setenv(REPLICA_ENV, env)
-    assert replica(size, rank)[0] == expected
+    _env(monkeypatch, REPLICA_ENV, env)
+    monkeypatch.setenv("RANK", str(rank))
+    assert replica(size)[0] == expected
 
 
-@pytest.mark.parametrize("env", [None, "x", "-1"])
-def test_no_replica_without_the_env_var_or_a_size(monkeypatch, env):
-    if env is None:
-        monkeypatch.delenv(REPLICA_ENV, raising=False)
+def _env(monkeypatch, name, value):
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
     else:
-        monkeypatch.setenv(REPLICA_ENV, env)
-    value, why = replica(0, 3)
-    assert value is None and REPLICA_ENV in why
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("env,size,rank,why", [
+    (None, 0, "3", "set profiler.replica_size"),
+    ("x", 2, "3", "is not a replica index"), ("-1", 2, "3", "is not a replica index"),
+    (None, 2, None, "nor $RANK"),  # an engine's own process (vLLM's mp workers of verl 0.7, SGLang's schedulers)
+])
+def test_no_replica_when_the_process_cannot_tell(monkeypatch, env, size, rank, why):
+    _env(monkeypatch, REPLICA_ENV, env)
+    _env(monkeypatch, "RANK", rank)
+    value, said = replica(size)
+    assert value is None and why in said
+
+
+@pytest.mark.usefixtures("no_profiler_left_running")
+def test_the_rank_is_read_from_the_environment_not_torch_distributed(tmp_path, monkeypatch):
+    import torch.distributed as dist
+
+    # inside an engine's process torch.distributed counts within one replica: rank 0 in replica 1 as well
+    monkeypatch.delenv(REPLICA_ENV, raising=False)
+    monkeypatch.setenv("RANK", "2")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        runtime.configure("rd", **settings(tmp_path / "rd", replicas=(0,), replica_size=2))
+        runtime.step("rd")
+        runtime.step("rd")
+    finally:
+        dist.destroy_process_group()
+    assert trace_files(tmp_path / "rd") == [] and "rd" in runtime._finished
 
 
 def _run(tmp_path, monkeypatch, key, rank, env=None, **given):
