@@ -18,6 +18,7 @@ import yaml
 
 from . import backends
 from . import model as m
+from . import replicas
 from . import vocabulary as v
 from .errors import Location, OverrideError, RecipeError
 from .yamlpos import KEY, Marks
@@ -254,7 +255,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     target = _target(r)
     backend = _backend(r) if "backend" in data else backends.DEFAULT
     profiler = _profiler(r) if "profiler" in data else m.Profiler(save_path=default_save_path(rid))
-    _check_replicas(r, target, profiler)
+    replicas.check(r, target, profiler)
     schedule = _schedule(r) if "schedule" in data else m.Schedule()
     options = _options(r) if "options" in data else ()
     roles = _roles(r, options) if "roles" in data else ()
@@ -365,23 +366,6 @@ def _profiler(r: _Reader) -> m.Profiler:
     values = {k: _setting(r, ("profiler", k), v.SETTING[k]) for k in p}
     values.setdefault("save_path", default_save_path(r.data["id"]))
     return m.Profiler(**values)
-
-
-ROLLOUT_PACKAGES = ("vllm", "vllm_ascend", "sglang")  # where an Agent Loop replica runs
-SHORT_KEYS = {"replicas": ("profiler", "replicas")}  # `replicas=[0]`, as the users write it
-
-
-def _check_replicas(r: _Reader, target: m.Target, profiler: m.Profiler) -> None:
-    """``profiler.replicas`` is for rollout workers only, and picks whole replicas: never with ``ranks``."""
-    if profiler.replicas == "all":
-        return
-    here = ("profiler", "replicas")
-    if target.package not in ROLLOUT_PACKAGES:
-        raise r.fail(here, f"profiler.replicas is for rollout workers ({', '.join(ROLLOUT_PACKAGES)}), "
-                     f"not {target.package}", "use profiler.ranks for training processes")
-    if profiler.ranks != "all":
-        raise r.fail(here, "profiler.replicas and profiler.ranks are both set",
-                     "pick one: replicas=[0] profiles every process of replica 0; set profiler.ranks: all")
 
 
 def _schedule(r: _Reader) -> m.Schedule:
@@ -670,7 +654,7 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
         except yaml.YAMLError:
             raise OverrideError(f"{text}: the value is not valid YAML", Location("<command line>"),
                                 "quote it, e.g. profiler.save_path='./out dir'") from None
-        parts = SHORT_KEYS.get(key, tuple(key.split(".")))
+        parts = replicas.SHORT_KEYS.get(key, tuple(key.split(".")))
         if len(parts) == 1 and parts[0] in option_names:
             if not isinstance(value, str):
                 value = str(value).lower() if isinstance(value, bool) else str(value)

@@ -313,6 +313,9 @@ class Program:
             f"# Schedule {describe_schedule(s)}.",
             f"# Ranks: {'all' if s['ranks'] == 'all' else ', '.join(map(str, s['ranks']))}"
             + ("" if s["ranks"] == "all" else " (other ranks create no profiler)") + ".",
+            *([] if s["replicas"] == "all" else [
+                f"# Replicas: {', '.join(map(str, s['replicas']))}, every process of them; the replica is "
+                f"$VERL_REPLICA_RANK, else $RANK // {s['replica_size'] or 'replica_size (unset: no capture)'}."]),
             "# `step` is patchkit's step index: 0 at the first start/step point, +1 at each later step point.",
         ]
         if not self.probed and self.features.get("assumed"):
