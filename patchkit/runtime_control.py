@@ -2,7 +2,7 @@
 
 Everything here runs under the registry's lock.  Whether a key may start is
 decided here: its recipe was configured and not refused, its settings are
-valid, this rank is listed, no other capture (ours or a foreign profiler) is
+valid, this rank and its replica are listed, no other capture (ours or a foreign profiler) is
 running.  Standard library only; the backend imports torch / torch_npu when a
 capture is built.
 """
