@@ -33,6 +33,8 @@ class Profiler(NamedTuple):
     save_path: str = DEFAULTS["save_path"]
     ranks: Union[str, Tuple[int, ...]] = DEFAULTS["ranks"]
     mstx: bool = DEFAULTS["mstx"]
+    replicas: Union[str, Tuple[int, ...]] = DEFAULTS["replicas"]
+    replica_size: int = DEFAULTS["replica_size"]
 
 
 class Schedule(NamedTuple):

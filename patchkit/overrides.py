@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import yaml
 
+from . import replicas
 from . import vocabulary as v
 from .errors import Location, OverrideError
 
@@ -27,7 +28,7 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
         except yaml.YAMLError:
             raise OverrideError(f"{text}: the value is not valid YAML", Location("<command line>"),
                                 "quote it, e.g. profiler.save_path='./out dir'") from None
-        parts = tuple(key.split("."))
+        parts = replicas.SHORT_KEYS.get(key, tuple(key.split(".")))
         if len(parts) == 1 and parts[0] in option_names:
             if not isinstance(value, str):
                 value = str(value).lower() if isinstance(value, bool) else str(value)

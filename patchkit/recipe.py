@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import backends
 from . import model as m
 from . import recipe_parts as parts
-from . import recipe_points
+from . import recipe_points, replicas
 from . import vocabulary as v
 from .errors import Location, OverrideError, RecipeError
 from .overrides import apply_overrides
@@ -100,6 +100,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     target = _target(r)
     backend = _backend(r) if "backend" in data else backends.DEFAULT
     profiler = _profiler(r) if "profiler" in data else m.Profiler(save_path=default_save_path(rid))
+    replicas.check(r, target, profiler)
     schedule = _schedule(r) if "schedule" in data else m.Schedule()
     options = parts.options(r) if "options" in data else ()
     roles = parts.roles(r, options) if "roles" in data else ()

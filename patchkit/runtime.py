@@ -28,7 +28,8 @@ What it guarantees:
   Between schedule events (a window opens or closes, the schedule ends) a
   step takes no lock and runs only the backend's per-step code, compiled when
   the capture was created.
-* Ranks not listed in ``ranks`` create nothing.
+* Ranks not listed in ``ranks`` create nothing; nor do processes of Agent Loop replicas not listed in
+  ``replicas`` (the replica: $VERL_REPLICA_RANK, else $RANK // ``replica_size``; see runtime_control.replica).
 * A window still open at process exit is flushed (atexit).
 * One ``[patchkit]`` line on stderr when a window opens and when it closes
   (with the trace path).  Nothing here raises into the host program: a

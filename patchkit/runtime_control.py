@@ -2,7 +2,7 @@
 
 Everything here runs under the registry's lock.  Whether a key may start is
 decided here: its recipe was configured and not refused, its settings are
-valid, this rank is listed, no other capture (ours or a foreign profiler) is
+valid, this rank and its replica are listed, no other capture (ours or a foreign profiler) is
 running.  Standard library only; the backend imports torch / torch_npu when a
 capture is built.
 """
@@ -70,6 +70,35 @@ def rank():
         return 0
 
 
+REPLICA_ENV = "VERL_REPLICA_RANK"  # verl >= 0.8: vLLMHttpServer sets it for the vLLM processes of its replica
+
+
+def replica(size):
+    """This process's Agent Loop replica and how it was read, or (None, why it cannot be).
+
+    1. $VERL_REPLICA_RANK, which verl 0.8 and later set in each vLLM / vLLM-Ascend server process (the
+       vLLM worker processes it spawns inherit it).
+    2. Else ``$RANK // size``, ``size`` being the processes of one replica (rollout tp*dp*pp): where vLLM's
+       or SGLang's worker runs inside a verl worker process (verl 0.4 to 0.6), $RANK is verl's global rank and
+       verl places replica r on ranks r*size to (r+1)*size-1.  Only $RANK, never torch.distributed's rank:
+       inside an engine's own processes that is the rank within one replica, the same in every replica.
+    3. Else unknown (verl 0.7 vLLM servers, SGLang servers from verl 0.6): no capture.
+    """
+    text = os.environ.get(REPLICA_ENV, "").strip()
+    if text:
+        value = int(text) if text.isdigit() else None
+        return (value, f"${REPLICA_ENV}") if value is not None else (
+            None, f"${REPLICA_ENV}={text!r} is not a replica index")
+    if not size:
+        return None, (f"${REPLICA_ENV} is not set in this process: set profiler.replica_size to the rollout's "
+                      "tp*dp*pp to read the replica from $RANK (verl 0.4 to 0.6)")
+    rank_text = os.environ.get("RANK", "").strip()
+    if not rank_text.isdigit():
+        return None, (f"neither ${REPLICA_ENV} nor $RANK is set in this process (an inference engine's own "
+                      "process, outside verl's workers): its replica cannot be told")
+    return int(rank_text) // size, f"$RANK {rank_text} // profiler.replica_size {size}"
+
+
 def foreign_profiler():
     """A name for a profiler running in this process that is not ours, or None."""
     ap = sys.modules.get("torch.autograd.profiler")
@@ -109,6 +138,15 @@ def try_start(key):
         if s["ranks"] != "all" and here not in s["ranks"]:
             finished.add(key)  # not this rank: no profiler, no files
             return
+        if s["replicas"] != "all":
+            mine, how = replica(s["replica_size"])
+            if mine is None:
+                finished.add(key)
+                once((key, "replica"), f"{key}: not starting: profiler.replicas is set, but {how}")
+                return
+            if mine not in s["replicas"]:
+                finished.add(key)  # not a listed replica: no profiler, no files
+                return
         checked[key] = (given, s, here)
     active = state["active"]
     if active is not None:

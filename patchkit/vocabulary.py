@@ -44,7 +44,7 @@ class Setting(NamedTuple):
 
 
 # In the order of the keyword arguments of the inserted ``configure(...)`` line
-# (mstx came last); each section's keys keep this order.
+# (mstx, then replicas and replica_size came last); each section's keys keep this order.
 SETTINGS: Tuple[Setting, ...] = (
     Setting("profiler", "level", WORD, "level0", ("level_none", "level0", "level1", "level2"),
             help="how much the npu profiler collects"),
@@ -61,6 +61,11 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("schedule", "repeat", COUNT, 1, help="cycles to record; 0: until the process ends"),
     Setting("schedule", "skip_first", COUNT, 0, help="steps to skip once, before the first cycle"),
     Setting("profiler", "mstx", FLAG, False, help="npu: an mstx range per step (lightweight markers)"),
+    Setting("profiler", "replicas", RANKS, "all",
+            help="rollout workers: all, or the Agent Loop replicas that profile, such as [0] (every process of them)"),
+    Setting("profiler", "replica_size", COUNT, 0,
+            help="rollout workers: processes per replica (rollout tp*dp*pp), to read the replica from the rank "
+                 "where verl sets no VERL_REPLICA_RANK; 0: VERL_REPLICA_RANK only"),
 )
 
 SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -106,6 +106,15 @@ _VERL_BASE = "verl/workers/engine/base.py"
 _VERL_FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 _VERL_MENG = "verl/workers/engine/megatron/transformer_impl.py"
 _VERL_WORKERS = "verl/workers/engine_workers.py"
+_VERL_CRITIC = "verl/workers/critic/dp_critic.py"
+_VERL_FSDP_WORKERS = "verl/workers/fsdp_workers.py"  # the reward model's worker up to 0.7.0
+# where a rollout worker learns its Agent Loop replica (tests/test_replica_facts.py)
+_VERL_WORKER = "verl/single_controller/base/worker.py"
+_VERL_VLLM_SERVER = "verl/workers/rollout/vllm_rollout/vllm_async_server.py"
+_VERL_SGLANG_SERVER = "verl/workers/rollout/sglang_rollout/async_sglang_server.py"
+_VERL_REPLICA = "verl/workers/rollout/replica.py"
+_VERL_ROLLOUT_OLD = (_VERL_WORKER, _VERL_VLLM_SERVER)
+_VERL_ROLLOUT = (_VERL_WORKER, _VERL_VLLM_SERVER, _VERL_SGLANG_SERVER, _VERL_REPLICA)
 
 RELEASES: Tuple[Release, ...] = (
     # vllm-ascend: worker_v1.py (0.9.1 also ships the V0 worker.py), renamed worker.py from 0.13.0
@@ -122,12 +131,16 @@ RELEASES: Tuple[Release, ...] = (
     Release("sglang", "0.5.12", (_SGLANG,)),
     Release("sglang", "0.5.23", (_SGLANG,)),
     # verl: legacy actors up to 0.7.1, engine from 0.6.1, engine_workers from 0.7.1
-    Release("verl", "0.4.1", (_VERL_DP, _VERL_MEG)),
-    Release("verl", "0.5.0", (_VERL_DP, _VERL_MEG)),
-    Release("verl", "0.6.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG)),
-    Release("verl", "0.7.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS)),
-    Release("verl", "0.8.0", (_VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS)),
-    Release("verl", "0.9.1", (_VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS)),
+    # (the critic and the reward model's worker up to 0.7, the rollout's replica code)
+    Release("verl", "0.4.1", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS) + _VERL_ROLLOUT_OLD),
+    Release("verl", "0.5.0", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS, _VERL_SGLANG_SERVER)
+            + _VERL_ROLLOUT_OLD),
+    Release("verl", "0.6.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_CRITIC,
+                              _VERL_FSDP_WORKERS) + _VERL_ROLLOUT),
+    Release("verl", "0.7.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS, _VERL_CRITIC,
+                              _VERL_FSDP_WORKERS) + _VERL_ROLLOUT),
+    Release("verl", "0.8.0", (_VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS) + _VERL_ROLLOUT),
+    Release("verl", "0.9.1", (_VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS) + _VERL_ROLLOUT),
     # vLLM: GPU worker
     Release("vllm", "0.9.2", (_VLLM,)),
     Release("vllm", "0.11.0", (_VLLM,)),
@@ -207,7 +220,8 @@ def _root_complete(rel: Release, root: Path) -> bool:
         info = json.loads(info_file.read_text())
     except ValueError:
         return False
-    if info.get("layout") != _LAYOUT or sorted(info.get("targets", [])) != sorted(rel.files):
+    # a root holding more targets than asked still serves (branches that list fewer files share the cache)
+    if info.get("layout") != _LAYOUT or not set(rel.files) <= set(info.get("targets", [])):
         return False
     return (
         all((root / f).is_file() for f in rel.files)

@@ -36,6 +36,8 @@ for _s in api.all_recipes():
 
 # what each recipe's step line must follow or end, checked on the patched file's syntax tree
 OPTIONS = {"verl-fsdp-update": ["granularity=mini", "granularity=micro"], "verl-fsdp-logprob": ["role=all", "role=ref"],
+           "verl-fsdp-critic-update": ["granularity=mini", "granularity=micro"],
+           "verl-megatron-logprob": ["role=all", "role=ref"],
            "verl-engine-update": ["granularity=mini", "granularity=micro", "granularity=mini role=all"]}
 
 
@@ -114,6 +116,28 @@ def _check_placement(recipe_id, option, tree):
             (start, b1, i1, _), (step, b2, i2, loop) = calls(m)
             assert b1[i1 + 1] is loop and "micro_batches" in ast.unparse(loop.iter) and i2 == len(loop.body) - 1
             assert ast.unparse(step.test).startswith("not forward_only and")
+    elif recipe_id == "verl-fsdp-critic-update":
+        m = _method(tree, "DataParallelPPOCritic", "update_critic")
+        (start, b1, i1, owner), (step, b2, i2, loop) = calls(m)
+        assert owner is m and i1 == 0
+        if option == "granularity=mini":
+            assert ast.unparse(b2[i2 - 1]).endswith("self._optimizer_step()")
+        else:
+            assert ast.unparse(loop.iter) == "micro_batches" and i2 == len(loop.body) - 1
+            assert any("backward()" in ast.unparse(stmt) for stmt in loop.body)
+    elif recipe_id == "verl-reward-model":
+        m = _method(tree, "RewardModelWorker", "compute_rm_score")
+        (start, b1, i1, _), (step, b2, i2, loop) = calls(m)
+        assert b1[i1 + 1] is loop and ast.unparse(loop.iter) == "micro_batches" and i2 == len(loop.body) - 1
+        assert "self._forward_micro_batch(micro_batch)" in ast.unparse(loop.body[0])
+    elif recipe_id == "verl-megatron-logprob":
+        m = _method(tree, "MegatronPPOActor", "compute_log_prob")
+        (start, b1, i1, _), (step, b2, i2, _) = calls(m)
+        assert b1 is b2 and i2 == i1 + 2
+        call = ast.unparse(b1[i1 + 1])
+        assert call.startswith("output = self.forward_backward_batch(") and "forward_only=True" in call
+        if option == "role=ref":
+            assert ast.unparse(step.test) == "self.actor_optimizer is None"
     elif recipe_id == "vllm-decode":
         m = _method(tree, "Worker", "execute_model")
         (start, b1, i1, _), (step, b2, i2, _) = calls(m)
@@ -190,7 +214,8 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
         api.plan(api.load(str(mine)), str(root))
     hint = info.value.hint
     assert "verl-engine-update" not in hint
-    assert "built-in recipes for verl 0.4.1: verl-fsdp-logprob (verl >=0.4,<0.8), verl-megatron-update" in hint
+    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.4,<0.8), verl-fsdp-logprob (verl "
+            ">=0.4,<0.8), verl-megatron-logprob (verl >=0.4,<0.8), verl-megatron-update") in hint
     root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
     with pytest.raises(TargetError) as info:
         api.plan(api.load(str(mine)), str(root))

@@ -35,6 +35,12 @@ _BASE = "verl/workers/engine/base.py"
 _FSDP = "verl/workers/engine/fsdp/transformer_impl.py"
 _MENG = "verl/workers/engine/megatron/transformer_impl.py"
 _WORKERS = "verl/workers/engine_workers.py"
+_CRITIC = "verl/workers/critic/dp_critic.py"
+_FSDP_WORKERS = "verl/workers/fsdp_workers.py"
+_WORKER = "verl/single_controller/base/worker.py"
+_VLLM_SERVER = "verl/workers/rollout/vllm_rollout/vllm_async_server.py"
+_SGLANG_SERVER = "verl/workers/rollout/sglang_rollout/async_sglang_server.py"
+_REPLICA = "verl/workers/rollout/replica.py"
 
 
 def _npu(init: int, execute: int, returns: int) -> Dict[str, Dict[str, MethodFacts]]:
@@ -53,8 +59,28 @@ def _dp(clp: int, upd: int) -> Dict[str, Dict[str, MethodFacts]]:
     return {"DataParallelPPOActor": {"compute_log_prob": (clp, 1), "update_policy": (upd, 1)}}
 
 
-def _meg(upd: int) -> Dict[str, Dict[str, MethodFacts]]:
-    return {"MegatronPPOActor": {"update_policy": (upd, 1)}}
+def _meg(upd: int, clp: int) -> Dict[str, Dict[str, MethodFacts]]:
+    return {"MegatronPPOActor": {"update_policy": (upd, 1), "compute_log_prob": (clp, 1)}}
+
+
+def _critic(upd: int) -> Dict[str, Dict[str, MethodFacts]]:
+    return {"DataParallelPPOCritic": {"update_critic": (upd, 1)}}
+
+
+def _rm(score: Optional[int]) -> Dict[str, Dict[str, MethodFacts]]:
+    if score is None:  # 0.7.1: the reward model moved to the reward loop
+        return {"ActorRolloutRefWorker": {"compute_rm_score": ABSENT}, "CriticWorker": {"update_critic": None}}
+    return {"RewardModelWorker": {"compute_rm_score": (score, 1)}}
+
+
+def _rollout(server: str, sglang: Optional[str] = None, replica: bool = True) -> Dict[str, Dict[str, Dict[str, MethodFacts]]]:
+    """Where a rollout worker learns its Agent Loop replica (the facts are in tests/test_replica_facts.py)."""
+    out = {_WORKER: {"Worker": {"__init__": None}}, _VLLM_SERVER: {server: {"__init__": None}}}
+    if sglang:
+        out[_SGLANG_SERVER] = {sglang: {"__init__": None}}
+    if replica:
+        out[_REPLICA] = {"RolloutReplica": {"__init__": None}}
+    return out
 
 
 def _base(train: int) -> Dict[str, Dict[str, MethodFacts]]:
@@ -93,18 +119,23 @@ INVENTORY: Dict[Tuple[str, str], Inventory] = {
     ("sglang", "0.5.5"): {_SGLANG: _runner(240, 2133, 1)},
     ("sglang", "0.5.12"): {_SGLANG: _runner(329, 3293, 1)},
     ("sglang", "0.5.23"): {_SGLANG: _runner(344, 1813, 1)},
-    ("verl", "0.4.1"): {_DP: _dp(291, 376), _MEG: _meg(508)},
-    ("verl", "0.5.0"): {_DP: _dp(291, 352), _MEG: _meg(601)},
+    ("verl", "0.4.1"): {_DP: _dp(291, 376), _MEG: _meg(508, 152), _CRITIC: _critic(188), _FSDP_WORKERS: _rm(1423),
+                        **_rollout("AsyncvLLMServer", replica=False)},
+    ("verl", "0.5.0"): {_DP: _dp(291, 352), _MEG: _meg(601, 162), _CRITIC: _critic(190), _FSDP_WORKERS: _rm(1584),
+                        **_rollout("AsyncvLLMServer", "AsyncSGLangServer", replica=False)},
     ("verl", "0.6.1"): {
-        _DP: _dp(310, 372), _MEG: _meg(655),
-        _BASE: _base(97), _FSDP: _fsdp(475), _MENG: _meng(387, 2, 571),
+        _DP: _dp(310, 372), _MEG: _meg(655, 168), _CRITIC: _critic(192), _FSDP_WORKERS: _rm(1871),
+        _BASE: _base(97), _FSDP: _fsdp(475), _MENG: _meng(387, 2, 571), **_rollout("vLLMHttpServer", "SGLangHttpServer"),
     },
     ("verl", "0.7.1"): {
-        _DP: _dp(425, 509), _MEG: _meg(765),
+        _DP: _dp(425, 509), _MEG: _meg(765, 202), _CRITIC: _critic(192), _FSDP_WORKERS: _rm(None),
         _BASE: _base(112), _FSDP: _fsdp(570), _MENG: _meng(530, 1, 729), _WORKERS: _workers(215),
+        **_rollout("vLLMHttpServer", "SGLangHttpServer"),
     },
-    ("verl", "0.8.0"): {_BASE: _base(112), _FSDP: _fsdp(617), _MENG: _meng(604, 1, 814), _WORKERS: _workers(234)},
-    ("verl", "0.9.1"): {_BASE: _base(113), _FSDP: _fsdp(724), _MENG: _meng(834, 1, 1243), _WORKERS: _workers(243)},
+    ("verl", "0.8.0"): {_BASE: _base(112), _FSDP: _fsdp(617), _MENG: _meng(604, 1, 814), _WORKERS: _workers(234),
+                        **_rollout("vLLMHttpServer", "SGLangHttpServer")},
+    ("verl", "0.9.1"): {_BASE: _base(113), _FSDP: _fsdp(724), _MENG: _meng(834, 1, 1243), _WORKERS: _workers(243),
+                        **_rollout("vLLMHttpServer", "SGLangHttpServer")},
     ("vllm", "0.9.2"): {_VLLM: _worker(41, 298, 2)},
     ("vllm", "0.11.0"): {_VLLM: _worker(47, 427, 4)},
     ("vllm", "0.15.0"): {_VLLM: _worker(69, 582, 2)},
@@ -116,13 +147,13 @@ REMOVED: Dict[Tuple[str, str], Tuple[str, ...]] = {
     ("vllm-ascend", "0.13.0"): (_ASCEND_V1,),
     ("vllm-ascend", "0.18.0"): (_ASCEND_V1,),
     ("vllm-ascend", "0.23.0"): (_ASCEND_V1,),
-    ("verl", "0.4.1"): (_BASE, _WORKERS),
+    ("verl", "0.4.1"): (_BASE, _WORKERS, _REPLICA),
     # 0.5.0 ships an earlier engine prototype (engine/base.py with an abstract
     # train_batch, fsdp/engine_impl.py), but not the engine files the recipes target.
-    ("verl", "0.5.0"): (_FSDP, _MENG, _WORKERS),
+    ("verl", "0.5.0"): (_FSDP, _MENG, _WORKERS, _REPLICA),
     ("verl", "0.6.1"): (_WORKERS,),
-    ("verl", "0.8.0"): (_DP, _MEG),
-    ("verl", "0.9.1"): (_DP, _MEG),
+    ("verl", "0.8.0"): (_DP, _MEG, _CRITIC, _FSDP_WORKERS),
+    ("verl", "0.9.1"): (_DP, _MEG, _CRITIC, _FSDP_WORKERS),
 }
 
 _IDS = ["%s-%s" % k for k in INVENTORY]

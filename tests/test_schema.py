@@ -56,7 +56,8 @@ def test_every_enum_of_the_schema_is_the_table_or_a_registry():
 
 
 def _recipe(tmp_path, section, name, value):
-    data = {"id": "r", "description": "d", "target": {"package": "pkg", "files": ["pkg/m.py"]}, "backend": "torch",
+    # a rollout package: profiler.replicas is for rollout workers only
+    data = {"id": "r", "description": "d", "target": {"package": "vllm", "files": ["vllm/m.py"]}, "backend": "torch",
             section: {name: value}, "points": [{"class": "A", "method": "run", "at": "method_start"}]}
     path = tmp_path / "r.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML

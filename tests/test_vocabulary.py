@@ -62,7 +62,8 @@ def _other_value(setting):
 def test_every_setting_of_the_table_is_an_override_key(setting):
     typed, loaded = _other_value(setting)
     assert loaded != setting.default
-    s = load("verl-fsdp-update", [f"{setting.key}={typed}", "backend=torch"])
+    recipe = "vllm-decode" if setting.name == "replicas" else "verl-fsdp-update"  # replicas: rollout workers only
+    s = load(recipe, [f"{setting.key}={typed}", "backend=torch"])
     assert s.runtime_settings()[setting.name] == loaded
 
 

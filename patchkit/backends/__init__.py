@@ -172,8 +172,9 @@ def normalize(settings: Mapping[str, Any]) -> Dict[str, Any]:
     s.update({k: v for k, v in settings.items() if k in KEYS})
     if isinstance(s["contents"], (list, tuple)):
         s["contents"] = tuple(s["contents"])
-    if isinstance(s["ranks"], list):
-        s["ranks"] = tuple(s["ranks"])
+    for key in ("ranks", "replicas"):
+        if isinstance(s[key], list):
+            s[key] = tuple(s[key])
     return s
 
 
@@ -203,6 +204,8 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
         found = problem(setting, s[setting.name])
         if found:
             problems.append(found)
+    if not problems and s["replicas"] != "all" and s["ranks"] != "all":
+        problems.append("profiler.replicas and profiler.ranks are both set: pick one")
     if problems:
         return problems
     try:
@@ -310,6 +313,9 @@ class Program:
             f"# Schedule {describe_schedule(s)}.",
             f"# Ranks: {'all' if s['ranks'] == 'all' else ', '.join(map(str, s['ranks']))}"
             + ("" if s["ranks"] == "all" else " (other ranks create no profiler)") + ".",
+            *([] if s["replicas"] == "all" else [
+                f"# Replicas: {', '.join(map(str, s['replicas']))}, every process of them; the replica is "
+                f"$VERL_REPLICA_RANK, else $RANK // {s['replica_size'] or 'replica_size (unset: no capture)'}."]),
             "# `step` is patchkit's step index: 0 at the first start/step point, +1 at each later step point.",
         ]
         if not self.probed and self.features.get("assumed"):
