@@ -25,7 +25,7 @@ DISTRIBUTION = "patchkit-profiler"
 # public name -> the module it comes from
 _EXPORTS = {
     # recipes
-    "load": "recipe", "load_recipe": "recipe", "all_recipes": "recipe", "builtin_ids": "recipe",
+    "load": "recipe", "load_recipe": "recipe", "all_recipes": "recipe", "builtin_ids": "catalogue",
     "Settings": "model", "Recipe": "model",
     # plan, apply, revert, status
     "plan": "planning", "Plan": "planning", "FilePlan": "planning", "files_to_patch": "planning",

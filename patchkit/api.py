@@ -23,7 +23,8 @@ from .marks import decode  # noqa: F401
 from .model import Settings
 from .outcome import FileOutcome, Outcome, Status  # noqa: F401
 from .planning import FilePlan, Plan, files_to_patch, own_dependency, plan  # noqa: F401
-from .recipe import all_recipes, builtin_dir, builtin_ids, load, load_recipe, recipe_path  # noqa: F401
+from .catalogue import builtin_dir, builtin_ids  # noqa: F401
+from .recipe import all_recipes, load, load_recipe, recipe_path  # noqa: F401
 from .state import FileStatus, status  # noqa: F401
 from .transaction import apply, revert  # noqa: F401
 

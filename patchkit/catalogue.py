@@ -9,6 +9,7 @@ their YAML is read as plain data.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, NamedTuple, Tuple
 
 
@@ -24,8 +25,6 @@ class Entry(NamedTuple):
 def entries() -> List[Entry]:
     import yaml
 
-    from .recipe import builtin_dir
-
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     out = []
     for path in sorted(builtin_dir().glob("*.yaml")):
@@ -37,3 +36,16 @@ def entries() -> List[Entry]:
         out.append(Entry(path.stem, str(data["description"]).strip(), target["package"],
                          target.get("distribution", target["package"]), target.get("versions", ""), tuple(files)))
     return out
+
+
+def builtin_dir() -> Path:
+    """The shipped recipes; in a source checkout, the top-level recipes/ folder."""
+    try:
+        import patchkit.recipes
+    except ImportError:
+        return Path(__file__).resolve().parent.parent / "recipes"
+    return Path(patchkit.recipes.__file__).parent
+
+
+def builtin_ids() -> List[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))

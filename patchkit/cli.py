@@ -59,7 +59,7 @@ def _complete_recipes(ctx, param, incomplete: str):
 
     if "/" in incomplete or incomplete.endswith((".yaml", ".yml")):
         return [CompletionItem(incomplete, type="file")]
-    from .recipe import builtin_ids
+    from .catalogue import builtin_ids
 
     return [CompletionItem(rid) for rid in builtin_ids() if rid.startswith(incomplete)]
 

@@ -60,8 +60,10 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
         out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
     out += ["", "inserted at the top of each patched module:"]
     out += ["    " + line for line in codegen.header_lines(s)]
+    from .points import describe
+
     for p in s.active_points():
-        out.append(f"{p.describe()}:")
+        out.append(f"{describe(p)}:")
         code = codegen.exit_decorator(s, p) if p.at == "on_exit" else codegen.call_statement(s, p)
         out.append("    " + code)
     for note in r.notes:

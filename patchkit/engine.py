@@ -21,7 +21,7 @@ import libcst as cst
 from . import codegen
 from .marks import applied_ids, is_own_line, split_lines, strip  # noqa: F401  (applied_ids re-exported)
 from .model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
-from .points import REGISTRY, Decorate, NotFound, Positions, Scan
+from .points import KINDS, Decorate, NotFound, Positions, Scan, describe
 from .points.lookup import Missing, find_function
 
 
@@ -103,7 +103,7 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
     """Each point's statement (or decorator), handed to the transformer with the place it goes."""
     for point in points:
         try:
-            sites = REGISTRY[point.at](scan, point)
+            sites = KINDS[point.at].find(scan, point)
         except NotFound as exc:
             raise _Failed(exc.reason, exc.line) from None
         for site in sites:
@@ -117,7 +117,7 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
                 else:
                     edit.before(site.block, site.index, codegen.point_statement(settings, point))
             except codegen.CannotWrite as exc:
-                raise _Failed(f"the line for `{point.describe()}` cannot be written: {exc}", scan.line(scan.func)) from None
+                raise _Failed(f"the line for `{describe(point)}` cannot be written: {exc}", scan.line(scan.func)) from None
 
 
 def _header_at(module: cst.Module, original: str, positions: Positions) -> int:

@@ -9,7 +9,7 @@ from .vocabulary import SETTINGS as _SETTINGS
 
 # The users' vocabulary (DESIGN.md) is the table in patchkit.vocabulary; these names are its, kept
 # here for the modules that read them from the model.  Backend names: patchkit.backends.names().
-from .vocabulary import ACTIONS, CONTENTS, DEFAULTS, EXPORT_TYPES, LEVELS, POSITIONS, SCHEDULE_KEYS  # noqa: F401
+from .vocabulary import ACTIONS, CONTENTS, DEFAULTS, EXPORT_TYPES, LEVELS, SCHEDULE_KEYS  # noqa: F401
 
 MARKER = "patchkit"
 
@@ -101,12 +101,6 @@ class Point(NamedTuple):
     def scope(self) -> str:
         head = self.method if self.cls is None else f"{self.cls}.{self.method}"
         return head + (f".{self.nested}" if self.nested else "")
-
-    def describe(self) -> str:
-        what = {"after_call": f"after {self.call}", "before_call": f"before {self.call}"}.get(self.at, self.at)
-        if self.loop:
-            what += " of the loop " + " / ".join(s.describe() for s in self.loop)
-        return f"{self.action} {what} in {'function ' if self.cls is None else ''}{self.scope}"
 
 
 class Example(NamedTuple):

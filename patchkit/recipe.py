@@ -23,6 +23,7 @@ from . import model as m
 from . import recipe_parts as parts
 from . import recipe_points, replicas
 from . import vocabulary as v
+from .catalogue import builtin_dir, builtin_ids
 from .errors import Location, OverrideError, RecipeError
 from .overrides import apply_overrides
 from .recipe_reader import Reader, check_relative, did_you_mean, is_identifier, is_recipe_id, kind_of, name_of
@@ -240,19 +241,6 @@ def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
 
 
 # ---------------------------------------------------------------- the built-in recipes
-
-def builtin_dir() -> Path:
-    """The shipped recipes; in a source checkout, the top-level recipes/ folder."""
-    try:
-        import patchkit.recipes
-    except ImportError:
-        return Path(__file__).resolve().parent.parent / "recipes"
-    return Path(patchkit.recipes.__file__).parent
-
-
-def builtin_ids() -> List[str]:
-    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
-
 
 def recipe_path(ref: str) -> Path:
     """A built-in id or a path to a recipe file."""

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import model as m
 from . import vocabulary as v
+from .points import KINDS, Kind
 from . import recipe_parts
 from .recipe_reader import Reader, check_relative, is_dotted, is_identifier
 
@@ -29,31 +30,18 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
             if not is_identifier(name):
                 raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
         cls, method = _scope(r, here, p)
-        at = r.word(here + ("at",), v.POSITIONS)
+        at = r.word(here + ("at",), tuple(KINDS))
+        kind = KINDS[at]
         action = r.word(here + ("action",), v.ACTIONS) if "action" in p else v.DEFAULT_ACTION
-        call = None
-        if at in v.CALL_POSITIONS:
-            if "call" not in p:
-                raise r.fail(here, f"`at: {at}` needs `call:` (the dotted callee, e.g. self._optimizer_step)",
-                             "add `call: self.model_runner.execute_model` or similar")
-            call = r.string(here + ("call",))
-            if not is_dotted(call):
-                raise r.fail(here + ("call",), f"call {call!r} is not a dotted name", "write e.g. self._optimizer_step")
-        elif "call" in p:
-            raise r.fail(here + ("call",), f"`call:` only goes with after_call / before_call, not {at}",
-                         "remove `call:` or change `at:`", key=True)
-        loop: Tuple[m.LoopSelector, ...] = ()
-        if at in v.LOOP_POSITIONS:
-            if "loop" not in p:
-                raise r.fail(here, f"`at: {at}` needs `loop:` (iter, target or calls)",
-                             "add e.g. `loop: {iter: micro_batches}`")
-            loop = _loop(r, here + ("loop",))
-        elif "loop" in p:
-            raise r.fail(here + ("loop",), f"`loop:` only goes with loop positions, not {at}",
-                         "remove `loop:` or change `at:`", key=True)
-        if at == "on_exit" and action != "step":
-            raise r.fail(here + ("action",), "on_exit points step; they start the capture themselves",
-                         "remove `action:` from this point")
+        if action not in kind.actions:
+            raise r.fail(here + ("action",), f"`at: {at}` allows `action: {' | '.join(kind.actions)}`, not {action}",
+                         "remove `action:` from this point" if v.DEFAULT_ACTION in kind.actions else
+                         f"use `action: {kind.actions[0]}`, or another `at:`")
+        _check_needs(r, here, p, kind)
+        call = r.string(here + ("call",)) if "call" in kind.needs else None
+        if call is not None and not is_dotted(call):
+            raise r.fail(here + ("call",), f"call {call!r} is not a dotted name", "write e.g. self._optimizer_step")
+        loop: Tuple[m.LoopSelector, ...] = _loop(r, here + ("loop",)) if "loop" in kind.needs else ()
         reason = None
         if action == "refuse":
             if "guard" not in p or "reason" not in p:
@@ -79,6 +67,21 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
                            when=when, guard=guard, count=count, files=files, where=r.where(here),
                            nested=p.get("nested"), reason=reason))
     return tuple(out)
+
+
+NEEDS_HINT = {"call": "add e.g. `call: self.model_runner.execute_model` (the dotted callee)",
+              "loop": "add e.g. `loop: {iter: micro_batches}` (iter, target, calls or while)"}
+
+
+def _check_needs(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any], kind: Kind) -> None:
+    """The keys a kind needs are there; keys only other kinds take are not."""
+    for key in NEEDS_HINT:
+        if key in kind.needs and key not in p:
+            raise r.fail(here, f"`at: {kind.name}` needs `{key}:`", NEEDS_HINT[key])
+        if key in p and key not in kind.needs:
+            takers = " / ".join(k.name for k in KINDS.values() if key in k.needs)
+            raise r.fail(here + (key,), f"`{key}:` only goes with {takers}, not {kind.name}",
+                         f"remove `{key}:` or change `at:`", key=True)
 
 
 def _scope(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any]) -> Tuple[Optional[str], str]:

@@ -8,7 +8,7 @@ here, so the schema cannot fall behind the loader:
 * ``profiler`` and ``schedule``: one property per row of
   :mod:`patchkit.vocabulary`, with its type, allowed words, minimum, default
   and help;
-* a point's ``at`` and ``action``: ``vocabulary.POSITIONS`` and ``ACTIONS``.
+* a point's ``at`` and ``action``: the kinds of ``patchkit.points`` and ``vocabulary.ACTIONS``.
 
 After changing any of those, rewrite the shipped file with::
 
@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional
 
 from . import backends
 from . import vocabulary as v
+from .points import KINDS
 
 PATH = Path(__file__).with_name("recipe.schema.json")
 
@@ -66,7 +67,7 @@ def fill(schema: Dict[str, Any]) -> Dict[str, Any]:
             "properties": {s.name: setting(s) for s in v.SETTINGS if s.section == section},
         }
     point = schema["$defs"]["point"]["properties"]
-    point["at"] = {"enum": list(v.POSITIONS)}
+    point["at"] = {"enum": list(KINDS)}
     point["action"] = {"enum": list(v.ACTIONS), "default": v.DEFAULT_ACTION}
     return schema
 

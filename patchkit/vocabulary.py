@@ -78,12 +78,7 @@ LEVELS = SETTING["level"].values
 CONTENTS = SETTING["contents"].values
 EXPORT_TYPES = SETTING["export_type"].values
 
-# A point's position (`at:`) and action.  The positions are the kinds of the
-# points registry (patchkit/points); a test holds the two equal.
-POSITIONS = ("method_start", "method_end", "on_exit", "after_call", "before_call", "before_loop", "loop_start",
-             "loop_end")
-CALL_POSITIONS = ("after_call", "before_call")  # these need `call:`
-LOOP_POSITIONS = ("before_loop", "loop_start", "loop_end")  # these need `loop:`
+# A point's action.  Its position (`at:`) is a kind of patchkit.points, which declares the actions it allows.
 ACTIONS = ("start", "step", "refuse")
 DEFAULT_ACTION = "step"
 

@@ -13,7 +13,8 @@ from patchkit.cli import main
 from patchkit.engine import transform
 from patchkit.errors import AnchorError
 from patchkit.model import CannotApply
-from patchkit.recipe import builtin_dir, load_recipe
+from patchkit.catalogue import builtin_dir
+from patchkit.recipe import load_recipe
 
 import realwheels
 from conftest import snapshot

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from patchkit import backends, schema, vocabulary
+from patchkit import backends, points, schema, vocabulary
 from patchkit.errors import RecipeError
 from patchkit.recipe import load_recipe
 from patchkit.vocabulary import SETTINGS
@@ -47,7 +47,7 @@ def test_every_enum_of_the_schema_is_the_table_or_a_registry():
         f"{profiler}/contents/oneOf/0": list(vocabulary.CONTENTS),
         f"{profiler}/contents/oneOf/1/items": list(vocabulary.CONTENTS),
         f"{profiler}/export_type": list(vocabulary.EXPORT_TYPES),
-        "/$defs/point/properties/at": list(vocabulary.POSITIONS),
+        "/$defs/point/properties/at": list(points.KINDS),
         "/$defs/point/properties/action": list(vocabulary.ACTIONS),
     }
     assert dict(_enums(json.loads(SHIPPED))) == expected

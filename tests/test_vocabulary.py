@@ -76,12 +76,12 @@ def test_an_unknown_override_lists_exactly_the_table_keys_and_options():
     assert "did you mean schedule.wait=2?" in info.value.hint
 
 
-def test_positions_are_the_kinds_of_the_points_registry():
+def test_every_kind_of_point_allows_only_actions_of_the_table():
     from patchkit import points
 
-    assert set(vocabulary.POSITIONS) == set(points.REGISTRY)
-    assert set(vocabulary.CALL_POSITIONS) | set(vocabulary.LOOP_POSITIONS) < set(vocabulary.POSITIONS)
     assert vocabulary.DEFAULT_ACTION in vocabulary.ACTIONS
+    for kind in points.KINDS.values():
+        assert kind.actions and set(kind.actions) <= set(vocabulary.ACTIONS), kind.name
 
 
 def test_importing_it_imports_only_the_standard_library():

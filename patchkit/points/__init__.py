@@ -1,4 +1,9 @@
-"""Injection points: one small module per kind, a registry from the YAML word to it.
+"""Injection points: each kind declared by the module that finds it, in :data:`KINDS` under its YAML word.
+
+A kind (:class:`Kind`) says what a recipe's ``at:`` names, the keys it
+needs, the actions it allows, how it names itself, and VALID / INVALID
+examples that the test suite runs for every kind (``tests/test_points.py``).
+Recipe validation, the JSON schema and the engine read :data:`KINDS`.
 
 Each finder gets a :class:`Scan` of one function on libcst's tree (its
 blocks, statements and loops; its calls and yields when asked; nested
@@ -11,12 +16,13 @@ from libcst's position metadata, resolved only when a reason needs one.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import Point
+from ..vocabulary import ACTIONS
 
 LOOPS = (cst.For, cst.While)
 SIMPLE = (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)
@@ -248,16 +254,51 @@ class _Expressions(cst.CSTVisitor):
 
 
 Finder = Callable[[Scan, Point], List[object]]
-REGISTRY: Dict[str, Finder] = {}
 
 
-def register(*names: str):
+class Example(NamedTuple):
+    """A kind's example, run by the tests: ``point`` (as a recipe writes it, in ``class A`` method ``run``
+    unless it says otherwise) on ``source`` gives ``after`` (valid) or fails with ``reason`` in its message."""
+
+    source: str
+    point: Dict[str, Any]
+    after: str = ""
+    reason: str = ""
+
+
+class Kind(NamedTuple):
+    """One kind of point, declared by the module that finds it: what a recipe's ``at:`` names."""
+
+    name: str
+    summary: str  # one line: where the point's line goes
+    find: Finder
+    needs: Tuple[str, ...] = ()  # keys the point must have ("call", "loop"); no other kind may take them
+    actions: Tuple[str, ...] = ACTIONS
+    what: str = "{at}"  # how a point of this kind is named in messages and `patchkit show` ({call}, {at})
+    valid: Tuple[Example, ...] = ()
+    invalid: Tuple[Example, ...] = ()
+
+
+KINDS: Dict[str, Kind] = {}
+
+
+def kind(name: str, summary: str, *, needs: Tuple[str, ...] = (), actions: Tuple[str, ...] = ACTIONS,
+         what: str = "{at}", valid: Sequence[Example] = (), invalid: Sequence[Example] = ()):
+    """Declare the decorated finder as the kind ``name``."""
+
     def deco(fn: Finder) -> Finder:
-        for name in names:
-            REGISTRY[name] = fn
+        KINDS[name] = Kind(name, summary, fn, tuple(needs), tuple(actions), what, tuple(valid), tuple(invalid))
         return fn
 
     return deco
+
+
+def describe(point: Point) -> str:
+    """``step after self.work in A.run``: a point as messages and `patchkit show` name it."""
+    what = KINDS[point.at].what.format(at=point.at, call=point.call)
+    if point.loop:
+        what += " of the loop " + " / ".join(s.describe() for s in point.loop)
+    return f"{point.action} {what} in {'function ' if point.cls is None else ''}{point.scope}"
 
 
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
@@ -271,4 +312,4 @@ def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     return found
 
 
-from . import calls, loops, method  # noqa: E402,F401  (fill the registry)
+from . import method, calls, loops  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)

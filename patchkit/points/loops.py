@@ -12,7 +12,7 @@ from typing import List
 import libcst as cst
 
 from ..model import LoopSelector, Point
-from . import Loop, NotFound, Scan, Site, dotted, expect, register
+from . import Example, Loop, NotFound, Scan, Site, dotted, expect, kind
 from .method import last_statement
 
 
@@ -82,17 +82,44 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
     raise NotFound("; ".join(f.reason for f in failures), failures[0].line)
 
 
-@register("before_loop")
+_LOOP = "class A:\n    def run(self, batches):\n        for i, mb in enumerate(batches):\n            self.work(mb)\n"
+_OVER = {"iter": "batches"}
+_STEP = '_patchkit_runtime.step("k")  # patchkit:k\n'
+
+
+@kind("before_loop", "the line before the loop `loop:` selects", needs=("loop",), valid=[
+    Example(_LOOP, {"at": "before_loop", "loop": _OVER, "action": "start"},
+            after="class A:\n    def run(self, batches):\n        "
+                  '_patchkit_runtime.start("k")  # patchkit:k\n'
+                  "        for i, mb in enumerate(batches):\n            self.work(mb)\n"),
+], invalid=[
+    Example(_LOOP, {"at": "before_loop", "loop": {"iter": "other"}}, reason="no loop over other in A.run"),
+])
 def before_loop(scan: Scan, point: Point) -> List[Site]:
     return [Site(lp.block, lp.index, lp.owner) for lp in _choose(scan, point)]
 
 
-@register("loop_start")
+@kind("loop_start", "the first line of the body of the loop `loop:` selects", needs=("loop",), valid=[
+    Example(_LOOP, {"at": "loop_start", "loop": {"target": "mb"}},
+            after="class A:\n    def run(self, batches):\n        for i, mb in enumerate(batches):\n"
+                  "            " + _STEP + "            self.work(mb)\n"),
+], invalid=[
+    Example(_LOOP, {"at": "loop_start", "loop": {"calls": "self.rest"}}, reason="no loop innermost calling self.rest"),
+])
 def loop_start(scan: Scan, point: Point) -> List[Site]:
     return [Site(lp.node.body, 0, lp.node) for lp in _choose(scan, point)]
 
 
-@register("loop_end")
+@kind("loop_end", "after the last line of the body of the loop `loop:` selects, when it is reached",
+      needs=("loop",), valid=[
+    Example(_LOOP, {"at": "loop_end", "loop": {"calls": "self.work"}},
+            after="class A:\n    def run(self, batches):\n        for i, mb in enumerate(batches):\n"
+                  "            self.work(mb)\n            " + _STEP),
+], invalid=[
+    Example("class A:\n    def run(self, batches):\n        for mb in batches:\n            if not mb:\n"
+            "                continue\n            self.work(mb)\n", {"at": "loop_end", "loop": _OVER},
+            reason="has a continue at line 5"),
+])
 def loop_end(scan: Scan, point: Point) -> List[Site]:
     sites = []
     for lp in _choose(scan, point):

@@ -7,7 +7,7 @@ from typing import List
 import libcst as cst
 
 from ..model import Point
-from . import Decorate, NotFound, Scan, Site, register
+from . import Decorate, Example, NotFound, Scan, Site, kind
 
 
 def last_statement(block: cst.BaseSuite) -> cst.CSTNode:
@@ -16,12 +16,25 @@ def last_statement(block: cst.BaseSuite) -> cst.CSTNode:
     return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
 
 
-@register("method_start")
+@kind("method_start", "the first line of the method's body (after its docstring)", valid=[
+    Example('class A:\n    def run(self):\n        """Doc."""\n        return 1\n',
+            {"at": "method_start", "action": "start"},
+            after='class A:\n    def run(self):\n        """Doc."""\n'
+                  '        _patchkit_runtime.start("k")  # patchkit:k\n        return 1\n'),
+], invalid=[
+    Example("class A:\n    def other(self):\n        pass\n", {"at": "method_start"}, reason="no method run"),
+])
 def method_start(scan: Scan, point: Point) -> List[Site]:
     return [Site(scan.func.body, 0 if scan.func.get_docstring(clean=False) is None else 1, scan.func)]
 
 
-@register("method_end")
+@kind("method_end", "after the last statement of the method's body, when the end can be reached", valid=[
+    Example("class A:\n    def run(self):\n        self.work()\n", {"at": "method_end"},
+            after='class A:\n    def run(self):\n        self.work()\n        _patchkit_runtime.step("k")  # patchkit:k\n'),
+], invalid=[
+    Example("class A:\n    def run(self):\n        return self.work()\n", {"at": "method_end"},
+            reason="ends with a return at line 3"),
+])
 def method_end(scan: Scan, point: Point) -> List[Site]:
     last = last_statement(scan.func.body)
     if isinstance(last, (cst.Return, cst.Raise)):
@@ -31,7 +44,15 @@ def method_end(scan: Scan, point: Point) -> List[Site]:
     return [Site(scan.func.body, len(scan.func.body.body), scan.func)]
 
 
-@register("on_exit")
+@kind("on_exit", "a decorator that steps on every way out of the method (return or exception)",
+      actions=("step",), valid=[
+    Example("class A:\n    def run(self, x):\n        return self.work(x)\n", {"at": "on_exit"},
+            after='class A:\n    @_patchkit_runtime.on_exit("k")  # patchkit:k\n'
+                  '    def run(self, x):\n        return self.work(x)\n'),
+], invalid=[
+    Example("class A:\n    def run(self):\n        yield 1\n", {"at": "on_exit"}, reason="is a generator"),
+    Example("class A:\n    async def run(self):\n        return 1\n", {"at": "on_exit"}, reason="is async"),
+])
 def on_exit(scan: Scan, point: Point) -> List[Decorate]:
     if scan.func.asynchronous is not None:
         raise NotFound(f"{scan.qualname} is async; on_exit wraps plain {scan.kind}s only", scan.line(scan.func))
