@@ -188,7 +188,7 @@ def test_only_the_command_line_prints():
 
 # Modules still over the size, each with its ceiling; every other module stays within about 300 lines.
 ABOUT = 320
-LARGER = {"patchkit.backends": 400}
+LARGER: dict = {}  # module -> a ceiling above ABOUT, for a module that cannot be split yet (none today)
 
 
 def test_modules_stay_small():

@@ -15,7 +15,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping
 
-from . import Plan, call, role_of
+from .program import call
+from .registry import Plan, role_of
 
 P = "torch_npu.profiler"
 # torch_npu's tensorboard_trace_handler drops (returns None for) paths with other

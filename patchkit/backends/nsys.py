@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping
 
-from . import Plan
+from .registry import Plan
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping
 
 from ..vocabulary import DEFAULTS
-from . import Plan, call, role_of
+from .program import call
+from .registry import Plan, role_of
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
 
