@@ -1,4 +1,4 @@
-"""patchkit.diff.unified: the diff of an insertion, written without difflib, is byte for byte difflib's."""
+"""patchkit.diff: unified diffs that `git apply` and `patch -p1` take, byte for byte difflib's hunks."""
 
 from __future__ import annotations
 

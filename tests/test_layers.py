@@ -195,3 +195,33 @@ def test_modules_stay_small():
     sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()}
     big = {name: n for name, n in sizes.items() if n > LARGER.get(name, ABOUT)}
     assert not big, f"split these modules (lines): {big}"
+
+
+# Modules whose tests live in a module named for what they are tested through, with the reason.
+TESTED_IN = {
+    "patchkit": "test_api",  # the public API it names
+    "patchkit.__main__": "test_cli",  # `python -m patchkit` is the command line
+    "patchkit.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
+    "patchkit.points.calls": "test_point_kinds",
+    "patchkit.points.loops": "test_point_kinds",
+    "patchkit.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
+    "patchkit.backends.torch": "test_backends",
+    "patchkit.backends.nsys": "test_backends",
+    "patchkit.backends.program": "test_backends",
+    "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
+    "patchkit.demo.train": "test_demo",
+    "patchkit.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
+}
+
+
+def test_every_module_has_its_test_module():
+    tests = Path(__file__).resolve().parent
+    missing = []
+    for name in modules():
+        parts = name.split(".")[1:] or ["patchkit"]
+        if parts[-1] == "__init__":
+            parts = parts[:-1] or ["patchkit"]
+        candidates = {f"test_{'_'.join(parts)}", f"test_{parts[-1]}", TESTED_IN.get(name, "")}
+        if not any((tests / f"{c}.py").is_file() for c in candidates if c):
+            missing.append(name)
+    assert not missing, f"modules without a test module (tests/test_<name>.py): {missing}"

@@ -1,18 +1,15 @@
-"""Ledger (backups, atomic writes, lock, drift) and target lookup (find_spec, versions)."""
+"""ledger: backups, atomic writes, the lock, drift, and recovery of a change left half written."""
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
 import pytest
 
 from patchkit import api
-from patchkit.errors import LockedError, TargetError
+from patchkit.errors import LockedError
 from patchkit.ledger import Ledger, atomic_write, sha256
-from patchkit.model import Target
-from patchkit.targets import check_version, locate
 
 from conftest import RECIPES, snapshot
 
@@ -99,65 +96,6 @@ def test_revert_with_a_corrupted_backup_still_restores_by_taking_the_lines_out(t
     assert snapshot(root) == before
 
 
-def test_patchkit_root_environment_variable_is_the_default_root(tree, monkeypatch):
-    root = tree("verl-0.6")
-    monkeypatch.setenv("PATCHKIT_ROOT", str(root))
-    plan = api.plan(api.load("verl-fsdp-update"))
-    assert plan.installed.root == root.resolve() and plan.installed.version == "0.6.1"
-
-
-def test_the_package_is_found_on_sys_path_without_being_imported(tree, monkeypatch):
-    root = tree("verl-0.6")
-    (root / "verl" / "__init__.py").write_text("raise RuntimeError('imported!')\n")
-    monkeypatch.syspath_prepend(str(root))
-    installed = locate(Target("verl", "verl", ">=0.4", ("x.py",)))
-    assert installed.package_dir == (root / "verl").resolve()
-    assert installed.version == "0.6.1"
-    assert "verl" not in sys.modules
-
-
-def test_versions_outside_the_range_and_unknown_versions_are_refused(tree, tmp_path):
-    root = tree("verl-0.6")
-    target = Target("verl", "verl", ">=0.7", ("x.py",), instead="other-recipe")
-    with pytest.raises(TargetError) as info:
-        check_version(locate(target, str(root)), target, "r")
-    assert "verl 0.6.1 is installed" in info.value.message and "r supports verl >=0.7" in info.value.message
-    # "instead" names no built-in recipe, so it is not offered; the built-in ones that take 0.6.1 are
-    assert "other-recipe" not in info.value.hint
-    assert "built-in recipes for verl 0.6.1: verl-engine-update (verl >=0.6.1,<0.10), " in info.value.hint
-    assert "--skip-version-check" in info.value.hint
-    bare = tmp_path / "bare"
-    (bare / "verl").mkdir(parents=True)
-    with pytest.raises(TargetError) as info:
-        check_version(locate(target, str(bare)), target, "r")
-    assert "cannot tell which version of verl" in info.value.message
-
-
-def test_prereleases_inside_the_range_are_accepted(tree):
-    root = tree("verl-0.6")
-    meta = next(root.glob("*.dist-info")) / "METADATA"
-    meta.write_text(meta.read_text().replace("Version: 0.6.1", "Version: 0.6.1rc1"))
-    target = Target("verl", "verl", ">=0.4,<0.8", ("x.py",))
-    check_version(locate(target, str(root)), target, "r")
-
-
-def test_root_that_is_not_a_folder_or_lacks_the_package(tmp_path):
-    target = Target("verl", "verl", "", ("x.py",))
-    with pytest.raises(TargetError, match="is not a directory"):
-        locate(target, str(tmp_path / "nope"))
-    with pytest.raises(TargetError, match="no package verl under"):
-        locate(target, str(tmp_path))
-
-
-def test_a_recipe_whose_files_are_all_missing_says_so(tree, tmp_path):
-    root = tree("verl-0.9")
-    path = tmp_path / "x.yaml"
-    path.write_text("id: x\ndescription: d\ntarget: {package: verl, files: [verl/nothing.py]}\n"
-                    "points: [{class: A, method: b, at: method_start}]\n")
-    with pytest.raises(TargetError, match="none of the recipe's files is in"):
-        api.plan(api.load(str(path)), str(root))
-
-
 def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
     (patchkit_home / "ledger.json").write_text("{not json")
     from patchkit.errors import LedgerError
@@ -193,21 +131,6 @@ def test_a_change_left_half_written_is_put_back_by_the_next_command(tree, patchk
     assert "put back" in result.stderr and "stopped half-way" in result.stderr
     assert "nothing applied" in result.stdout
     assert snapshot(root) == before
-
-
-def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_path):
-    root = tree("verl-0.6")
-    real = tmp_path / "elsewhere.py"
-    link = root / DP
-    real.write_bytes(link.read_bytes())
-    link.unlink()
-    link.symlink_to(real)
-    original = real.read_bytes()
-    [outcome] = api.apply(api.load("verl-fsdp-update"), str(root))
-    assert outcome.path == real.resolve() and "through symlink" in outcome.detail
-    assert link.is_symlink() and b"patchkit" in real.read_bytes()
-    api.revert([], everything=True)
-    assert link.is_symlink() and real.read_bytes() == original
 
 
 def test_stale_compiled_copies_are_dropped_and_owner_and_mode_kept(tree):
