@@ -74,7 +74,18 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
         out += ["", f"profiler code the runtime builds ({r.backend}):", render(s.runtime_settings())]
     except ImportError:
         pass
+    launch = _launch(s)
+    if launch:
+        out += ["", f"run the job ({r.backend}):"] + ["    " + line for line in launch]
     click.echo("\n".join(out))
+
+
+def _launch(s):
+    """What the backend says about starting the job under its tool (nsys: the options matching the window)."""
+    from .backends import get, normalize
+
+    launch = getattr(get(s.recipe.backend), "launch", None)
+    return launch(normalize(s.runtime_settings())) if launch else []
 
 
 def _as_typed(value) -> str:

@@ -490,3 +490,27 @@ def test_npu_trace_from_torch_npu_double_holds_the_scheduled_steps(double_runs):
     assert any(str(n).startswith("aten::") for n in names)  # the job's own work
     lines = [ln for ln in run.stderr.splitlines() if ln.startswith("[patchkit]")]
     assert len(lines) == 6  # a window opens and closes for each of the three captures
+
+
+@pytest.mark.parametrize("repeat,end", [(1, "stop"), (3, "repeat:3"), (0, "repeat")])
+def test_nsys_options_record_one_report_per_window_and_never_end_the_job(repeat, end):
+    from patchkit.backends import nsys
+
+    s = backends.normalize(settings(backend="nsys", repeat=repeat))
+    assert nsys.options(s) == {"trace": "cuda,nvtx", "capture-range": "cudaProfilerApi", "capture-range-end": end}
+    lines = nsys.launch(s)
+    assert f"--capture-range=cudaProfilerApi --capture-range-end={end}" in lines[0]
+    assert any(f'"capture-range-end": "{end}"' in line and "--runtime-env-json" in line for line in lines)
+    assert all("shutdown" not in line for line in lines)
+
+
+def test_show_prints_how_to_run_the_job_under_nsys_for_the_recipe_s_window():
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    out = CliRunner().invoke(main, ["show", "verl-fsdp-update", "--backend", "nsys", "schedule.repeat=2"]).output
+    assert "run the job (nsys):" in out and "--capture-range-end=repeat:2" in out
+    assert "/tmp/ray/session_latest/logs/nsight/" in out
+    torch_out = CliRunner().invoke(main, ["show", "verl-fsdp-update", "--backend", "torch"]).output
+    assert "run the job" not in torch_out

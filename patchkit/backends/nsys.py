@@ -1,7 +1,7 @@
 """nsys backend: CUDA profiler API edges for Nsight Systems, an NVTX range per recorded step.
 
-Run the job under ``nsys profile --capture-range=cudaProfilerApi``
-(add ``--capture-range-end=repeat`` when schedule.repeat is not 1): nsys records
+Run the job under ``nsys profile --capture-range=cudaProfilerApi`` with the
+``--capture-range-end`` that :func:`options` gives for the schedule: nsys records
 from ``torch.cuda.profiler.start()`` at the first recorded step of a window
 to ``torch.cuda.profiler.stop()`` after its last one, and writes the report
 itself.  Warmup steps record nothing here.
@@ -9,7 +9,8 @@ itself.  Warmup steps record nothing here.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+import json
+from typing import Any, Dict, List, Mapping
 
 from .registry import Plan
 
@@ -24,9 +25,31 @@ def probe() -> Dict[str, Any]:
     return {"version": torch.__version__}
 
 
+def options(s: Mapping[str, Any]) -> Dict[str, str]:
+    """The nsys options that record exactly this schedule's windows: one capture range (one report) per window.
+
+    ``stop`` after a single window, ``repeat:N`` for N windows, ``repeat`` for windows until the process exits;
+    never the ``*-shutdown`` ends, which would end the training process with the last window.
+    """
+    end = "stop" if s["repeat"] == 1 else "repeat" if s["repeat"] == 0 else f"repeat:{s['repeat']}"
+    return {"trace": "cuda,nvtx", "capture-range": "cudaProfilerApi", "capture-range-end": end}
+
+
+def launch(s: Mapping[str, Any]) -> List[str]:
+    """How to run the job under nsys for this schedule, printed by `patchkit show`."""
+    opts = options(s)
+    flags = " ".join(f"--{k}={v}" for k, v in opts.items())
+    return [f"nsys profile {flags} -o worker_%p python ...",
+            "on Ray (verl): every worker process under nsys, through the job's runtime_env; the reports are",
+            "written on each node under /tmp/ray/session_latest/logs/nsight/:",
+            f"  ray job submit --runtime-env-json '{json.dumps({'nsight': opts})}' -- python3 -m verl.trainer.main_ppo ...",
+            "(verl's own global_tool_config.nsys.worker_nsight_options apply only while its profile_steps are set; "
+            "keep them null with patchkit)"]
+
+
 def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
-    notes = ["nsys writes the report: run under `nsys profile --capture-range=cudaProfilerApi"
-             + (" --capture-range-end=repeat" if s["repeat"] != 1 else "") + "`"]
+    flags = " ".join(f"--{k}={v}" for k, v in options(s).items() if k != "trace")
+    notes = [f"nsys writes the report: run under `nsys profile {flags}` (see the lines below)"]
     unused = [f"profiler.{k}" for k in ("save_path", "level", "contents", "export_type", "analysis", "mstx")]
     notes.append(", ".join(unused) + " are not used by nsys")
     return Plan(
