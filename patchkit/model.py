@@ -45,6 +45,7 @@ class Schedule(NamedTuple):
     active: int = DEFAULTS["active"]
     repeat: int = DEFAULTS["repeat"]
     skip_first: int = DEFAULTS["skip_first"]
+    steps: Tuple[int, ...] = DEFAULTS["steps"]  # not empty: exactly these steps, instead of the periodic keys
 
 
 class Option(NamedTuple):

@@ -206,7 +206,16 @@ def _profiler(r: Reader) -> m.Profiler:
 
 def _schedule(r: Reader) -> m.Schedule:
     s = r.mapping(("schedule",), v.SCHEDULE_KEYS)
-    return m.Schedule(**{k: _setting(r, ("schedule", k), v.SETTING[k]) for k in s})
+    keys = list(s)
+    if ("schedule", "steps") in r.overridden:  # steps=... on the command line replaces the recipe's periodic schedule
+        keys = [k for k in keys if k not in v.PERIODIC or ("schedule", k) in r.overridden]
+    values = {k: _setting(r, ("schedule", k), v.SETTING[k]) for k in keys}
+    both = [k for k in v.PERIODIC if k in values] if values.get("steps") else []
+    if both:
+        raise r.fail(("schedule", both[0]), f"schedule.steps picks the recorded steps itself; it does not combine "
+                     f"with {', '.join('schedule.' + k for k in both)}",
+                     "keep schedule.steps, or the periodic schedule (wait, warmup, active, repeat, skip_first)")
+    return m.Schedule(**values)
 
 
 def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
@@ -236,6 +245,14 @@ def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
         ):
             raise r.fail(here, f"{name_of(here)} must be `all` or a list of ranks, not {value!r}",
                          f"write {setting.name}: all, or {setting.name}: [0, 1]")
+        return tuple(sorted(set(value)))
+    if kind == v.STEPS:
+        value = r.get(here)
+        value = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                                  for n in value):
+            raise r.fail(here, f"{name_of(here)} must be a list of step numbers (0 or more), not {value!r}",
+                         f"write {setting.name}: [1, 2, 5]")
         return tuple(sorted(set(value)))
     raise ValueError(f"{setting.key}: no reader for the kind {kind!r}")  # pragma: no cover
 

@@ -215,11 +215,12 @@ def report():
         return out
 
 
-def schedule_action(step_index, wait, warmup, active, repeat=0, skip_first=0):
-    """What ``torch.profiler.schedule(...)(step_index)`` does, as an int: 0 none, 1 warmup, 2 record, 3 record+save."""
+def schedule_action(step_index, wait, warmup, active, repeat=0, skip_first=0, steps=()):
+    """What ``torch.profiler.schedule(...)(step_index)`` does (or ``steps`` asks), as an int: 0 none, 1 warmup,
+    2 record, 3 record+save."""
     from patchkit.backends import schedule_action as sa
 
-    return sa(step_index, wait, warmup, active, repeat, skip_first)
+    return sa(step_index, wait, warmup, active, repeat, skip_first, steps)
 
 
 def _label(fn):

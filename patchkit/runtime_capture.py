@@ -2,7 +2,7 @@
 
 A :class:`Capture` is driven by ``patchkit.runtime`` from the thread that
 created it.  Its schedule is exactly ``torch.profiler.schedule(wait, warmup,
-active, repeat, skip_first)``; sections of the backend's program (see
+active, repeat, skip_first)``, or the list ``schedule.steps``; sections of the backend's program (see
 ``patchkit.backends``) run at the moments the schedule calls for.
 
 Between two *schedule events* (a window opens, a window closes, the schedule
@@ -32,7 +32,7 @@ class Capture:
     """One key's profiler, driven by the schedule (see patchkit.backends for the code it runs)."""
 
     def __init__(self, key, s, rank):
-        from patchkit.backends import schedule_action, schedule_end
+        from patchkit.backends import next_event, schedule_action, schedule_end, window_last
 
         self.key = key
         self.s = s
@@ -41,8 +41,9 @@ class Capture:
         self.program = None
         self.thread = _get_ident()
         self.thread_name = threading.current_thread().name
-        self.sched = tuple(s[k] for k in ("wait", "warmup", "active", "repeat", "skip_first"))
-        self._action = schedule_action
+        self.sched = tuple(s[k] for k in ("wait", "warmup", "active", "repeat", "skip_first")) + (
+            frozenset(s.get("steps") or ()),)
+        self._action, self._next, self._last = schedule_action, next_event, window_last
         self.end = schedule_end(*self.sched)
         self.n = 0
         self.window = None  # (first, last) recorded step of the open window
@@ -89,28 +90,15 @@ class Capture:
         self.advance_code = None if self.in_step else self.program.code("advance")
 
     def _next_event(self, n):
-        """The first step after ``n`` at which a window may open or close, or the schedule end.
-
-        Windows open only at a cycle's first recorded step and close only at a
-        cycle's first step (after the RECORD_AND_SAVE step before it); the end
-        is a cycle's first step too.
-        """
-        wait, warmup, active, _repeat, skip_first = self.sched
-        if n < skip_first:
-            return skip_first
-        cycle = wait + warmup + active
-        first = n - (n - skip_first) % cycle
-        opens = first + wait + warmup
-        return opens if opens > n else first + cycle
+        """The first step after ``n`` at which a window may open or close, or the schedule end."""
+        return self._next(n, *self.sched)
 
     def _settle(self, prev, cur):
         n = self.n
         if prev == RECORD_AND_SAVE and self.window is not None:
             self._close(n - 1)
         if cur in (RECORD, RECORD_AND_SAVE) and self.window is None:
-            wait, warmup, active, _repeat, skip_first = self.sched
-            cycle = wait + warmup + active
-            last = n + cycle - 1 - (n - skip_first) % cycle  # this cycle's RECORD_AND_SAVE step
+            last = self._last(n, *self.sched)
             self.window = (n, last)
             self.window_started = time.time()  # for the capture's manifest
             self.program.run("window_open", n)

@@ -46,6 +46,9 @@ def setting(s: v.Setting) -> Dict[str, Any]:
     elif s.kind == v.RANKS:  # all, one rank, or a list of them
         rank = {"type": "integer", "minimum": 0}
         out = {"oneOf": [{"const": "all"}, rank, {"type": "array", "minItems": 1, "items": rank}]}
+    elif s.kind == v.STEPS:  # one step, or a list of them
+        step = {"type": "integer", "minimum": 0}
+        out = {"oneOf": [step, {"type": "array", "items": step}]}
     else:
         raise ValueError(f"{s.key}: no schema for the kind {s.kind!r}")
     if s.kind != v.PATH:  # a recipe's save_path defaults to a folder named after it (said in the help)

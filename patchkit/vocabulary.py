@@ -26,6 +26,7 @@ FLAG = "flag"  # true or false
 COUNT = "count"  # an integer >= ``minimum``
 PATH = "path"  # a non-empty path
 RANKS = "ranks"  # ``all``, or a list of ranks >= 0 (a recipe may write a single rank)
+STEPS = "steps"  # a list of step numbers >= 0, kept sorted and once each; empty: not used
 
 
 class Setting(NamedTuple):
@@ -44,7 +45,7 @@ class Setting(NamedTuple):
 
 
 # In the order of the keyword arguments of the inserted ``configure(...)`` line
-# (mstx, then replicas and replica_size came last); each section's keys keep this order.
+# (mstx, then replicas and replica_size, then steps came last); each section's keys keep this order.
 SETTINGS: Tuple[Setting, ...] = (
     Setting("profiler", "level", WORD, "level0", ("level_none", "level0", "level1", "level2"),
             help="how much the npu profiler collects"),
@@ -66,7 +67,11 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("profiler", "replica_size", COUNT, 0,
             help="rollout workers: processes per replica (rollout tp*dp*pp), to read the replica from the rank "
                  "where verl sets no VERL_REPLICA_RANK; 0: VERL_REPLICA_RANK only"),
+    Setting("schedule", "steps", STEPS, (),
+            help="exactly these steps, such as [1, 2, 5] (patchkit's step count at the recipe's points, from 0); "
+                 "instead of wait, warmup, active, repeat and skip_first"),
 )
+PERIODIC = ("wait", "warmup", "active", "repeat", "skip_first")  # the keys schedule.steps replaces
 
 SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}
 SECTIONS = ("profiler", "schedule")
@@ -111,6 +116,9 @@ def problem(setting: Setting, value: Any) -> Optional[str]:
     elif kind == RANKS:
         if value != "all" and not (isinstance(value, (list, tuple)) and all(_is_int(r) and r >= 0 for r in value)):
             return f"{key} must be 'all' or a list of ranks like [0, 1]; got {value!r}"
+    elif kind == STEPS:
+        if not (isinstance(value, (list, tuple)) and all(_is_int(n) and n >= 0 for n in value)):
+            return f"{key} must be a list of step numbers like [1, 2, 5]; got {value!r}"
     else:  # pragma: no cover - a row of the table with a kind nobody reads
         raise ValueError(f"{key}: unknown kind {kind!r}")
     return None

@@ -74,6 +74,8 @@ def _cases():
             good, bad = [True, False], ["yes", 1]
         elif s.kind == vocabulary.RANKS:
             good, bad = ["all", 3, [0, 2]], ["some", -1, [], [0, -1], [True]]
+        elif s.kind == vocabulary.STEPS:
+            good, bad = [[], 3, [5, 1, 2]], ["all", -1, [-1], [True], 1.5]
         elif s.kind == vocabulary.PATH:
             good, bad = ["./out", "/tmp/x"], ["", 1]
         elif s.kind == vocabulary.WORDS:

@@ -38,8 +38,8 @@ from __future__ import annotations
 from .program import SECTIONS, Program, build, call, program, render  # noqa: F401
 from .registry import (DEFAULT, DEFAULTS, KEYS, _REGISTRY, Plan, get, names, normalize, probe,  # noqa: F401
                        register, role_of, validate)
-from .schedule import (NONE, RECORD, RECORD_AND_SAVE, WARMUP, describe_schedule, schedule_action,  # noqa: F401
-                       schedule_end, windows)
+from .schedule import (NONE, RECORD, RECORD_AND_SAVE, WARMUP, describe_schedule, next_event, runs,  # noqa: F401
+                       schedule_action, schedule_end, window_last, windows)
 
 # ---------------------------------------------------------------------------
 # the built-in backends (a new one: its module in this folder, and a line here)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Mapping
 
 from .program import call
 from .registry import Plan, role_of
+from .schedule import steps_function
 
 P = "torch_npu.profiler"
 # torch_npu's tensorboard_trace_handler drops (returns None for) paths with other
@@ -138,7 +139,11 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
         raise RuntimeError(f"this torch_npu's schedule has no {', '.join(missing)}")
     prof: List[str] = []
     keep("profile", "activities", f"[{', '.join(acts)}]", prof)
-    keep("profile", "schedule", f"{P}.schedule({', '.join(sched)})", prof)
+    if s["steps"]:  # exactly these steps: a schedule function returning torch_npu's own actions
+        create += ["", *steps_function(f"{P}.ProfilerAction", s["steps"])]
+        keep("profile", "schedule", "schedule", prof)
+    else:
+        keep("profile", "schedule", f"{P}.schedule({', '.join(sched)})", prof)
     keep("profile", "on_trace_ready", "on_trace_ready", prof)
     for flag, item in (("record_shapes", "shapes"), ("profile_memory", "memory"),
                        ("with_stack", "stack"), ("with_modules", "module")):

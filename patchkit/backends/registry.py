@@ -9,7 +9,7 @@ import importlib
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from ..vocabulary import SETTING, SETTINGS, problem
+from ..vocabulary import PERIODIC, SETTING, SETTINGS, problem
 
 DEFAULT = "npu"  # the backend of a recipe that names none
 KEYS = ("backend",) + tuple(SETTING)  # what runtime.configure() takes
@@ -78,6 +78,8 @@ def normalize(settings: Mapping[str, Any]) -> Dict[str, Any]:
     for key in ("ranks", "replicas"):
         if isinstance(s[key], list):
             s[key] = tuple(s[key])
+    if isinstance(s["steps"], (list, tuple)):
+        s["steps"] = tuple(sorted(set(s["steps"])))
     return s
 
 
@@ -109,6 +111,11 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
             problems.append(found)
     if not problems and s["replicas"] != "all" and s["ranks"] != "all":
         problems.append("profiler.replicas and profiler.ranks are both set: pick one")
+    if not problems and s["steps"]:
+        periodic = [f"schedule.{k}" for k in PERIODIC if s[k] != DEFAULTS[k]]
+        if periodic:
+            problems.append(f"schedule.steps picks the recorded steps itself; it does not combine with "
+                            f"{', '.join(periodic)}")
     if problems:
         return problems
     try:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
-from ..vocabulary import DEFAULTS
+from ..vocabulary import DEFAULTS, PERIODIC
 from .program import call
 from .registry import Plan, role_of
+from .schedule import steps_function
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
 
@@ -39,10 +40,14 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
     handler = [repr(s["save_path"])]
     if role:  # actor, ref, ... share a folder: the role goes into the file name
         handler.append(f"worker_name=socket.gethostname() + '_' + str(os.getpid()) + {('_' + role)!r}")
-    sched = ", ".join(f"{k}={int(s[k])!r}" for k in ("wait", "warmup", "active", "repeat", "skip_first"))
+    if s["steps"]:  # exactly these steps: a schedule function
+        create += ["", *steps_function("torch.profiler.ProfilerAction", s["steps"])]
+        schedule = "schedule"
+    else:
+        schedule = "torch.profiler.schedule(" + ", ".join(f"{k}={int(s[k])!r}" for k in PERIODIC) + ")"
     create += call("prof = torch.profiler.profile", [
         "activities=activities",
-        f"schedule=torch.profiler.schedule({sched})",
+        f"schedule={schedule}",
         f"on_trace_ready=torch.profiler.tensorboard_trace_handler({', '.join(handler)})",
         f"record_shapes={'shapes' in contents!r}",
         f"profile_memory={'memory' in contents!r}",
