@@ -64,8 +64,7 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
 
     for p in s.active_points():
         out.append(f"{describe(p)}:")
-        code = codegen.exit_decorator(s, p) if p.at == "on_exit" else codegen.call_statement(s, p)
-        out.append("    " + code)
+        out += ["    " + line for line in codegen.shown(s, p)]
     for note in r.notes:
         out.append(f"note: {note}")
     try:

@@ -24,7 +24,9 @@ from .model import MARKER, Point, Settings
 RUNTIME = "_patchkit_runtime"
 # What the points call where patchkit.runtime cannot be imported: the same names, doing nothing.
 NOOP = ('__import__("types").SimpleNamespace(configure=lambda *a, **k: None, start=lambda *a: None, '
-        'step=lambda *a: None, refuse=lambda *a: None, on_exit=lambda *a: lambda f: f)')
+        'step=lambda *a: None, refuse=lambda *a: None, on_exit=lambda *a: lambda f: f{})')
+NOOP_LABELLED = (", mark=lambda *a: None, range_start=lambda *a: None, range_end=lambda *a: None, "
+                 "ranged=lambda *a: lambda f: f")  # only in modules whose points set ranges or marks
 
 
 def marker(recipe_id: str) -> str:
@@ -73,6 +75,7 @@ def header_lines(settings: Settings) -> List[str]:
     """
     rid = settings.id
     tail = marker(rid)
+    labelled = any(p.action in ("range", "mark") for p in settings.active_points())
     kwargs = ", ".join(f"{k}={literal(v)}" for k, v in settings.runtime_settings().items())
     said = literal(f"patchkit: {rid} is applied to %s, but %s cannot import patchkit.runtime (%s); it runs without "
                    f"profiling. Install the same patchkit build ({DISTRIBUTION}, not the registry's patchkit) in that "
@@ -81,7 +84,7 @@ def header_lines(settings: Settings) -> List[str]:
         f"try:{tail}",
         f"    import patchkit.runtime as {RUNTIME}{tail}",
         f"except Exception as _patchkit_missing:{tail}",
-        f"    {RUNTIME} = {NOOP}{tail}",
+        f"    {RUNTIME} = {NOOP.format(NOOP_LABELLED if labelled else '')}{tail}",
         f"    try:{tail}",
         f'        __import__("sys").stderr.write({said} % (__name__, __import__("sys").executable, '
         f"repr(_patchkit_missing))){tail}",
@@ -169,8 +172,10 @@ def _runtime(name: str, *args: cst.BaseExpression) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=cst.Name(RUNTIME), attr=cst.Name(name)), args=[cst.Arg(a) for a in args])
 
 
-def point_statement(settings: Settings, point: Point) -> cst.BaseStatement:
+def point_statement(settings: Settings, point: Point, part: str = "") -> cst.BaseStatement:
     """The statement at a point: ``_patchkit_runtime.step(key)``, or ``if guard: ...`` on one line.
+
+    ``part``: for a range around a statement, ``"open"`` or ``"close"``.
 
     Raises :class:`CannotWrite` for a guard libcst cannot read.
     """
@@ -178,6 +183,11 @@ def point_statement(settings: Settings, point: Point) -> cst.BaseStatement:
     if point.action == "refuse":  # the whole recipe, whatever the role: guard and reason only
         call = _runtime("refuse", _str_node(settings.id), _str_node(point.reason))
         guard = _expression(point.guard) if point.guard else None
+    elif point.action == "range":  # around a statement: opened before it, closed after it (closing needs no guard)
+        call = _runtime("range_end" if part == "close" else "range_start", key, _str_node(point.name))
+        guard = None if part == "close" else guard
+    elif point.action == "mark":
+        call = _runtime("mark", key, _str_node(point.name))
     else:
         call = _runtime(point.action, key)
     tail = marker_comment(settings.id)
@@ -242,6 +252,9 @@ def exit_decorator_node(settings: Settings, point: Point, func: Optional[cst.Fun
         args = [key if isinstance(key, cst.SimpleString) else cst.Lambda(params, key)]
         if guard is not None:
             args.append(cst.Lambda(params, guard))
+    if point.action == "range":  # @ranged(key, name[, guard]): the range around every call of the function
+        args.insert(1, _str_node(point.name))
+        return cst.Decorator(decorator=_runtime("ranged", *args), trailing_whitespace=marker_comment(settings.id))
     return cst.Decorator(decorator=_runtime("on_exit", *args), trailing_whitespace=marker_comment(settings.id))
 
 
@@ -250,9 +263,18 @@ def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node).rstrip("\r\n")
 
 
-def call_statement(settings: Settings, point: Point) -> str:
+def call_statement(settings: Settings, point: Point, part: str = "") -> str:
     """:func:`point_statement` as ``patchkit show`` prints it."""
-    return code(point_statement(settings, point))
+    return code(point_statement(settings, point, part))
+
+
+def shown(settings: Settings, point: Point) -> List[str]:
+    """What a point inserts, as ``patchkit show`` prints it: a decorator, one statement, or the two of a range."""
+    if point.at in ("on_exit", "method"):
+        return [exit_decorator(settings, point)]
+    if point.action == "range":
+        return [call_statement(settings, point, "open"), "<the statement>", call_statement(settings, point, "close")]
+    return [call_statement(settings, point)]
 
 
 def exit_decorator(settings: Settings, point: Point, func: Optional[cst.FunctionDef] = None) -> str:

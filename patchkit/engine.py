@@ -115,7 +115,7 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
                 if isinstance(site, Decorate):
                     edit.decorate(site.func, codegen.exit_decorator_node(settings, point, site.func))
                 else:
-                    edit.before(site.block, site.index, codegen.point_statement(settings, point))
+                    edit.before(site.block, site.index, codegen.point_statement(settings, point, site.part))
             except codegen.CannotWrite as exc:
                 raise _Failed(f"the line for `{describe(point)}` cannot be written: {exc}", scan.line(scan.func)) from None
 

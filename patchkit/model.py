@@ -92,6 +92,7 @@ class Point(NamedTuple):
     where: Optional[Location] = None
     nested: Optional[str] = None  # a function defined inside the method (or function)
     reason: Optional[str] = None  # for action refuse: what to say
+    name: Optional[str] = None  # for actions range and mark: the label in the trace
 
     @property
     def function(self) -> Optional[str]:

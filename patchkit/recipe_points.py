@@ -11,7 +11,8 @@ from . import recipe_parts
 from .recipe_reader import Reader, check_relative, is_dotted, is_identifier
 
 POINT_KEYS = ("class", "method", "function", "nested", "at", "action", "call", "loop", "when", "guard", "count", "files",
-              "reason")
+              "reason", "name")
+LABELLED = ("range", "mark")  # the actions that take `name:`
 LOOP_KEYS = ("iter", "target", "calls", "while")
 
 
@@ -50,6 +51,7 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
             reason = r.string(here + ("reason",))
         elif "reason" in p:
             raise r.fail(here + ("reason",), "`reason:` only goes with `action: refuse`", "remove it", key=True)
+        label = _label(r, here, p, action)
         when = recipe_parts.when(r, here + ("when",), options) if "when" in p else ()
         count: Optional[int] = 1
         if "count" in p:
@@ -65,7 +67,7 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
         guard = r.expression(here + ("guard",)) if "guard" in p else None
         out.append(m.Point(cls=cls, method=method, at=at, action=action, call=call, loop=loop,
                            when=when, guard=guard, count=count, files=files, where=r.where(here),
-                           nested=p.get("nested"), reason=reason))
+                           nested=p.get("nested"), reason=reason, name=label))
     return tuple(out)
 
 
@@ -82,6 +84,22 @@ def _check_needs(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any], kind: Kind
             takers = " / ".join(k.name for k in KINDS.values() if key in k.needs)
             raise r.fail(here + (key,), f"`{key}:` only goes with {takers}, not {kind.name}",
                          f"remove `{key}:` or change `at:`", key=True)
+
+
+def _label(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any], action: str) -> Optional[str]:
+    """A range's or mark's ``name:``: its label in the trace, one printable ASCII line."""
+    if action not in LABELLED:
+        if "name" in p:
+            raise r.fail(here + ("name",), f"`name:` goes with `action: range` or `mark`, not {action}", "remove it",
+                         key=True)
+        return None
+    if "name" not in p:
+        raise r.fail(here, f"`action: {action}` needs `name:` (its label in the trace)", "add e.g. `name: forward`")
+    label = r.string(here + ("name",), "a label")
+    if not label.isascii() or not label.isprintable() or len(label) > 200:
+        raise r.fail(here + ("name",), f"name {label[:40]!r} must be one line of printable ASCII, at most 200 characters",
+                     "write a short label such as forward or rollout.decode")
+    return label
 
 
 def _scope(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any]) -> Tuple[Optional[str], str]:

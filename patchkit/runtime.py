@@ -67,8 +67,10 @@ from .runtime_registry import quick as _quick
 from .runtime_registry import refused as _refused
 from .runtime_registry import settings as _settings
 from .runtime_registry import state as _state
+from .runtime_ranges import mark, range_end, range_start, ranged  # noqa: F401  (the calls of range and mark points)
 
-__all__ = ["configure", "start", "step", "on_exit", "refuse", "reset", "set_strict", "report", "schedule_action"]
+__all__ = ["configure", "start", "step", "on_exit", "refuse", "range_start", "range_end", "ranged", "mark", "reset",
+           "set_strict", "report", "schedule_action"]
 
 
 # ---------------------------------------------------------------------------

@@ -56,6 +56,7 @@ class Capture:
         self.next_event = 0
         self.namespace = None
         self.advance_code = None  # the "advance" section; None: the per-step sections run instead
+        self.ranges = []  # [name, handle] of each labelled range open in the window, oldest first
 
     def action(self, n):
         return self._action(n, *self.sched)
@@ -153,6 +154,7 @@ class Capture:
     def _close(self, last):
         first = self.window[0]
         self.window = None
+        self.close_ranges()
         self.program.run("window_close", last)
         self.recorded.append((first, last))
         self._log_close(first, last, "")
@@ -185,6 +187,7 @@ class Capture:
             window = self.window
             self.window = None
             if window is not None:
+                self.close_ranges()
                 p.run("window_close", self.n)
             self.ended = True
             p.run("end", self.n)
@@ -193,6 +196,28 @@ class Capture:
                 self._log_close(window[0], self.n, f" at {reason}")
             p.namespace.clear()  # let the profiler and its events go
             retire(self.key, self)
+
+    # -- labelled ranges and marks (patchkit.runtime_ranges) ----------------------
+
+    def open_range(self, name):
+        """Open a range in the window (the caller checked there is one); returns its entry, for close_range."""
+        entry = [name, self.program.call("range_open", name=name)]
+        self.ranges.append(entry)
+        return entry
+
+    def close_range(self, entry):
+        """Close one range; a range the window already closed is not closed twice."""
+        if any(e is entry for e in self.ranges):
+            self.ranges = [e for e in self.ranges if e is not entry]
+            self.program.call("range_close", name=entry[0], handle=entry[1])
+
+    def close_ranges(self, name=None):
+        """Close the open ranges (of ``name``), newest first: at a window's end, or those an exception left open."""
+        for entry in reversed([e for e in self.ranges if name is None or e[0] == name]):
+            self.close_range(entry)
+
+    def mark(self, name):
+        self.program.call("mark", name=name)
 
     def abandon(self):
         """At exit, owned by another thread: forget it without touching the profiler."""

@@ -173,17 +173,18 @@ def test_the_noop_stand_in_offers_every_name_the_generated_lines_call(tmp_path):
 
     import patchkit.codegen as codegen
 
-    stand_in = eval(codegen.NOOP)  # noqa: S307 - patchkit's own constant
+    stand_in = eval(codegen.NOOP.format(codegen.NOOP_LABELLED))  # noqa: S307 - patchkit's own constant
     called = set()
     for settings in api.all_recipes():
         for point in settings.active_points():
-            line = codegen.exit_decorator(settings, point) if point.at == "on_exit" else codegen.call_statement(settings, point)
-            called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", line))
+            called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(codegen.shown(settings, point))))
         called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(header_lines(settings))))
+    called |= {"mark", "range_start", "range_end", "ranged"}  # what range and mark points call
     assert {"configure", "start", "step", "refuse", "on_exit"} <= called
     for name in called:
         assert callable(getattr(stand_in, name)), name
-    assert stand_in.on_exit("k", lambda *a: True)(len) is len
+    assert stand_in.on_exit("k", lambda *a: True)(len) is len and stand_in.ranged("k", "n")(len) is len
+    assert "ranged=" not in codegen.NOOP.format("")  # recipes without ranges or marks keep the short stand-in
     assert stand_in.configure("r", backend="torch") is None and stand_in.step("k") is None
     assert stand_in.start("k") is None and stand_in.refuse("k", "why") is None
 

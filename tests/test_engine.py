@@ -386,12 +386,12 @@ def test_a_new_statement_that_is_not_one_marked_line_is_an_internal_error_not_a_
     from patchkit import codegen
 
     real = codegen.point_statement
-    with_comment = lambda s, p: real(s, p).with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment("# a note"))])
+    with_comment = lambda s, p, part="": real(s, p).with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment("# a note"))])
     monkeypatch.setattr(codegen, "point_statement", with_comment)
     result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
     assert isinstance(result, CannotApply) and result.reason.startswith("internal error: the new text changes line 11")
     assert result.line == 11  # where the unmarked line appears: before `return xs`
-    unmarked = lambda s, p: real(s, p).with_changes(trailing_whitespace=cst.TrailingWhitespace())
+    unmarked = lambda s, p, part="": real(s, p).with_changes(trailing_whitespace=cst.TrailingWhitespace())
     monkeypatch.setattr(codegen, "point_statement", unmarked)
     result = transform(SOURCE, settings(tmp_path, STEP_AFTER))
     assert isinstance(result, CannotApply) and "internal error" in result.reason

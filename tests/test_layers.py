@@ -204,6 +204,8 @@ TESTED_IN = {
     "patchkit.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
     "patchkit.points.calls": "test_point_kinds",
     "patchkit.points.loops": "test_point_kinds",
+    "patchkit.points.ranges": "test_point_kinds",
+    "patchkit.points.registry": "test_point_kinds",  # the declarations, checked for every kind
     "patchkit.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
     "patchkit.backends.torch": "test_backends",
     "patchkit.backends.nsys": "test_backends",

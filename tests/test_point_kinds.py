@@ -36,7 +36,7 @@ def test_each_kind_s_examples_hold(kind, ex):
 
 def test_every_kind_declares_itself_fully():
     assert list(KINDS) == ["method_start", "method_end", "on_exit", "after_call", "before_call", "before_loop",
-                           "loop_start", "loop_end"]
+                           "loop_start", "loop_end", "around_call", "method"]
     for kind in KINDS.values():
         assert kind.summary and kind.valid and kind.invalid, kind.name
         assert set(kind.actions) <= set(vocabulary.ACTIONS) and set(kind.needs) <= {"call", "loop"}

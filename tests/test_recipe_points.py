@@ -32,7 +32,7 @@ def test_every_key_of_a_point_is_read():
         "W", "run", "after_call", "step", "self.step", "self.ok", 2, (("granularity", "micro"),), ("pkg/a.py",))
     assert (b.cls, b.method, b.count) == (None, "train", None)
     assert b.loop == (m.LoopSelector(iter="batches"), m.LoopSelector(while_="self.more", target="b"))
-    assert (c.action, c.reason) == ("refuse", "own profiler")
+    assert (c.action, c.reason, c.name) == ("refuse", "own profiler", None)
     assert (a.where.line, b.where.line, c.where.line) == (2, 4, 5)
 
 
@@ -55,6 +55,13 @@ def test_every_key_of_a_point_is_read():
     ("{function: f, at: method_start, files: [/x.py]}", "is absolute"),
     ("{function: 'f g', at: method_start}", "is not a Python name"),
     ("{function: f, at: method_start, when: {granularity: nano}}", "'nano' is not a choice"),
+    ("{function: f, at: method, action: range}", "`action: range` needs `name:`"),
+    ("{function: f, at: method_start, name: x}", "`name:` goes with `action: range` or `mark`, not step"),
+    ("{function: f, at: on_exit, action: mark, name: x}", "`at: on_exit` allows `action: step`, not mark"),
+    ("{function: f, at: method_start, action: range, name: x}", "allows `action: start | step | refuse | mark`"),
+    ("{function: f, at: method, action: step}", "`at: method` allows `action: range`, not step"),
+    ("{function: f, at: around_call, action: range, name: x}", "`at: around_call` needs `call:`"),
+    ('{function: f, at: loop_end, loop: {iter: x}, action: mark, name: "two\\nlines"}', "printable ASCII"),
 ])
 def test_each_mistake_names_the_point_line(point, fragment):
     with pytest.raises(RecipeError) as info:
@@ -65,3 +72,12 @@ def test_each_mistake_names_the_point_line(point, fragment):
 def test_points_must_be_a_non_empty_list():
     with pytest.raises(RecipeError, match="points must be a non-empty list"):
         points("points: {}\n")
+
+
+def test_a_range_or_mark_keeps_its_name():
+    (a, b) = points("""\
+        points:
+          - {class: W, method: run, at: around_call, call: self.work, action: range, name: forward}
+          - {class: W, method: run, at: method_start, action: mark, name: begin}
+        """)
+    assert (a.action, a.name, b.action, b.name) == ("range", "forward", "mark", "begin")

@@ -168,4 +168,8 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
             notes.append("this torch_npu has no mstx.range_start; no range per step")
     elif s["mstx"]:
         notes.append("mstx markers are recorded only with npu in profiler.contents")
+    if f.get("mstx_range"):  # a recipe's labelled ranges and marks (collected with profiler.mstx: true)
+        sections["range_open"] = "handle = torch_npu.npu.mstx.range_start(name)\n"
+        sections["range_close"] = "torch_npu.npu.mstx.range_end(handle)\n"
+        sections["mark"] = "torch_npu.npu.mstx.mark(name)\n"
     return Plan(sections=sections, trace_dir=s["save_path"], notes=tuple(notes))

@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from .registry import Plan, get, normalize, validate
 from .schedule import describe_schedule
 
-SECTIONS = ("create", "begin", "advance", "window_open", "step_enter", "step_exit", "window_close", "end")
+SECTIONS = ("create", "begin", "advance", "window_open", "step_enter", "step_exit", "window_close", "end",
+            "range_open", "range_close", "mark")
 
 _WHEN = {
     "create": "When the capture starts: at the first start/step point, in the thread that reaches it.",
@@ -22,6 +23,9 @@ _WHEN = {
     "step_exit": "At the end of each recorded step:",
     "window_close": "When a recording window closes (after its last recorded step):",
     "end": "When the schedule is over, or at process exit while the capture runs:",
+    "range_open": "A labelled range opens in a window (`name`; `handle` is what range_close gets):",
+    "range_close": "The range closes (`name`, `handle`):",
+    "mark": "A labelled mark in a window (`name`):",
 }
 
 
@@ -59,6 +63,17 @@ class Program:
             if step is not None:
                 self.namespace["step"] = step
             exec(code, self.namespace)
+
+    def call(self, section: str, **values: Any) -> Any:
+        """Run ``section`` with ``values`` bound (``name``, ``handle``); returns what it leaves in ``handle``."""
+        code = self._code.get(section)
+        if code is None:
+            return None
+        ns = self.namespace
+        ns.update(values)
+        ns.setdefault("handle", None)
+        exec(code, ns)
+        return ns.pop("handle", None)
 
     def has(self, section: str) -> bool:
         return section in self.sections

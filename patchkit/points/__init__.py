@@ -22,7 +22,6 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..model import Point
-from ..vocabulary import ACTIONS
 
 LOOPS = (cst.For, cst.While)
 SIMPLE = (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)
@@ -43,6 +42,7 @@ class Site(NamedTuple):
     block: cst.BaseSuite  # an IndentedBlock; a SimpleStatementSuite is a one-line block (refused)
     index: int
     owner: cst.CSTNode  # the statement (or function) whose block it is
+    part: str = ""  # for a range around a statement: "open" (before it) or "close" (after it)
 
 
 class Decorate(NamedTuple):
@@ -253,52 +253,7 @@ class _Expressions(cst.CSTVisitor):
         self.yields.append(node)
 
 
-Finder = Callable[[Scan, Point], List[object]]
-
-
-class Example(NamedTuple):
-    """A kind's example, run by the tests: ``point`` (as a recipe writes it, in ``class A`` method ``run``
-    unless it says otherwise) on ``source`` gives ``after`` (valid) or fails with ``reason`` in its message."""
-
-    source: str
-    point: Dict[str, Any]
-    after: str = ""
-    reason: str = ""
-
-
-class Kind(NamedTuple):
-    """One kind of point, declared by the module that finds it: what a recipe's ``at:`` names."""
-
-    name: str
-    summary: str  # one line: where the point's line goes
-    find: Finder
-    needs: Tuple[str, ...] = ()  # keys the point must have ("call", "loop"); no other kind may take them
-    actions: Tuple[str, ...] = ACTIONS
-    what: str = "{at}"  # how a point of this kind is named in messages and `patchkit show` ({call}, {at})
-    valid: Tuple[Example, ...] = ()
-    invalid: Tuple[Example, ...] = ()
-
-
-KINDS: Dict[str, Kind] = {}
-
-
-def kind(name: str, summary: str, *, needs: Tuple[str, ...] = (), actions: Tuple[str, ...] = ACTIONS,
-         what: str = "{at}", valid: Sequence[Example] = (), invalid: Sequence[Example] = ()):
-    """Declare the decorated finder as the kind ``name``."""
-
-    def deco(fn: Finder) -> Finder:
-        KINDS[name] = Kind(name, summary, fn, tuple(needs), tuple(actions), what, tuple(valid), tuple(invalid))
-        return fn
-
-    return deco
-
-
-def describe(point: Point) -> str:
-    """``step after self.work in A.run``: a point as messages and `patchkit show` name it."""
-    what = KINDS[point.at].what.format(at=point.at, call=point.call)
-    if point.loop:
-        what += " of the loop " + " / ".join(s.describe() for s in point.loop)
-    return f"{point.action} {what} in {'function ' if point.cls is None else ''}{point.scope}"
+from .registry import KINDS, Example, Kind, describe, kind  # noqa: E402,F401  (the kinds' declarations)
 
 
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
@@ -312,4 +267,4 @@ def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     return found
 
 
-from . import method, calls, loops  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)
+from . import method, calls, loops, ranges  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import List
 
 from ..model import Point
-from . import Example, Scan, Site, expect, kind
+from . import Scan, Site, expect
+from .registry import Example, kind
 
 
 _WORK = "class A:\n    def run(self):\n        with self.timer():\n            out = self.work()\n        return out\n"

@@ -12,7 +12,8 @@ from typing import List
 import libcst as cst
 
 from ..model import LoopSelector, Point
-from . import Example, Loop, NotFound, Scan, Site, dotted, expect, kind
+from . import Loop, NotFound, Scan, Site, dotted, expect
+from .registry import Example, kind
 from .method import last_statement
 
 

@@ -7,7 +7,8 @@ from typing import List
 import libcst as cst
 
 from ..model import Point
-from . import Decorate, Example, NotFound, Scan, Site, kind
+from . import Decorate, NotFound, Scan, Site
+from .registry import Example, kind
 
 
 def last_statement(block: cst.BaseSuite) -> cst.CSTNode:
