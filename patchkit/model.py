@@ -35,6 +35,15 @@ class Profiler(NamedTuple):
     mstx: bool = DEFAULTS["mstx"]
     replicas: Union[str, Tuple[int, ...]] = DEFAULTS["replicas"]
     replica_size: int = DEFAULTS["replica_size"]
+    aic_metrics: str = DEFAULTS["aic_metrics"]
+    l2_cache: bool = DEFAULTS["l2_cache"]
+    op_attr: bool = DEFAULTS["op_attr"]
+    data_simplification: bool = DEFAULTS["data_simplification"]
+    record_op_args: bool = DEFAULTS["record_op_args"]
+    gc_detect_threshold: Optional[float] = DEFAULTS["gc_detect_threshold"]
+    host_sys: Tuple[str, ...] = DEFAULTS["host_sys"]
+    sys_io: bool = DEFAULTS["sys_io"]
+    sys_interconnection: bool = DEFAULTS["sys_interconnection"]
 
 
 class Schedule(NamedTuple):

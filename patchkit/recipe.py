@@ -224,7 +224,15 @@ def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
     if kind == v.WORD:
         return r.word(here, setting.values)
     if kind == v.WORDS:
-        return tuple(r.strings(here, setting.values))
+        return tuple(r.strings(here, setting.values, nonempty=bool(setting.default)))
+    if kind == v.THRESHOLD:
+        value = r.get(here)
+        if value is None or value == "none":
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise r.fail(here, f"{name_of(here)} must be a number of milliseconds (0 or more) or none, not {value!r}",
+                         f"write {setting.name}: 10, or {setting.name}: none")
+        return value
     if kind == v.FLAG:
         return r.boolean(here)
     if kind == v.COUNT:

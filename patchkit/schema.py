@@ -36,7 +36,9 @@ def setting(s: v.Setting) -> Dict[str, Any]:
         out: Dict[str, Any] = {"enum": list(s.values)}
     elif s.kind == v.WORDS:  # a list, or a single word
         word = {"enum": list(s.values)}
-        out = {"oneOf": [word, {"type": "array", "minItems": 1, "items": word}]}
+        out = {"oneOf": [word, {"type": "array", "minItems": 1 if s.default else 0, "items": word}]}
+    elif s.kind == v.THRESHOLD:
+        out = {"oneOf": [{"type": "number", "minimum": 0}, {"type": "null"}, {"const": "none"}]}
     elif s.kind == v.FLAG:
         out = {"type": "boolean"}
     elif s.kind == v.COUNT:

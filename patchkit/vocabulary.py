@@ -27,6 +27,7 @@ COUNT = "count"  # an integer >= ``minimum``
 PATH = "path"  # a non-empty path
 RANKS = "ranks"  # ``all``, or a list of ranks >= 0 (a recipe may write a single rank)
 STEPS = "steps"  # a list of step numbers >= 0, kept sorted and once each; empty: not used
+THRESHOLD = "threshold"  # a number >= 0, or none (YAML null, or the word none)
 
 
 class Setting(NamedTuple):
@@ -49,8 +50,9 @@ class Setting(NamedTuple):
 SETTINGS: Tuple[Setting, ...] = (
     Setting("profiler", "level", WORD, "level0", ("level_none", "level0", "level1", "level2"),
             help="how much the npu profiler collects"),
-    Setting("profiler", "contents", WORDS, ("cpu", "npu"), ("npu", "cpu", "memory", "shapes", "module", "stack"),
-            help="what is recorded"),
+    Setting("profiler", "contents", WORDS, ("cpu", "npu"),
+            ("npu", "cpu", "memory", "shapes", "module", "stack", "flops"),
+            help="what is recorded (flops: with_flops)"),
     Setting("profiler", "export_type", WORD, "text", ("text", "db"), help="the npu trace format"),
     Setting("profiler", "analysis", FLAG, False, help="analyse online when a window closes (npu)"),
     Setting("profiler", "save_path", PATH, "./outputs/patchkit",
@@ -72,6 +74,26 @@ SETTINGS: Tuple[Setting, ...] = (
                  "instead of wait, warmup, active, repeat and skip_first"),
 )
 PERIODIC = ("wait", "warmup", "active", "repeat", "skip_first")  # the keys schedule.steps replaces
+
+# torch_npu's _ExperimentalConfig, under its own names (npu only; a torch_npu without one leaves it out, said in show)
+AIC_METRICS = ("default", "none", "pipe_utilization", "arithmetic_utilization", "memory", "memory_l0", "memory_ub",
+               "resource_conflict_ratio", "l2_cache", "memory_access")
+HOST_SYS = ("cpu", "mem", "disk", "network", "osrt", "numa")
+NPU_SETTINGS: Tuple[Setting, ...] = (
+    Setting("profiler", "aic_metrics", WORD, "default", AIC_METRICS,
+            help="npu: AI Core metrics; default: none below level1, torch_npu's own choice from level1"),
+    Setting("profiler", "l2_cache", FLAG, False, help="npu: collect L2 cache data"),
+    Setting("profiler", "op_attr", FLAG, False, help="npu: operator attributes (needs export_type db before 2.13)"),
+    Setting("profiler", "data_simplification", FLAG, True, help="npu: delete the raw data after parsing"),
+    Setting("profiler", "record_op_args", FLAG, False, help="npu: operator arguments, for AOE tuning"),
+    Setting("profiler", "gc_detect_threshold", THRESHOLD, None,
+            help="npu: record Python gc events longer than this many ms (0: all); none: off"),
+    Setting("profiler", "host_sys", WORDS, (), HOST_SYS, help="npu: host-side system data to collect"),
+    Setting("profiler", "sys_io", FLAG, False, help="npu: NIC and RoCE data"),
+    Setting("profiler", "sys_interconnection", FLAG, False, help="npu: HCCS, PCIe and inter-chip data"),
+)
+SETTINGS = SETTINGS + NPU_SETTINGS
+NPU_ONLY = tuple(s.name for s in NPU_SETTINGS)
 
 SETTING: Dict[str, Setting] = {s.name: s for s in SETTINGS}
 SECTIONS = ("profiler", "schedule")
@@ -99,7 +121,8 @@ def problem(setting: Setting, value: Any) -> Optional[str]:
         if not isinstance(value, str) or value not in setting.values:
             return f"{key} {value!r} is not one of {', '.join(setting.values)}"
     elif kind == WORDS:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value) or (
+                not value and setting.default):
             return f"{key} must be a list of {', '.join(setting.values)}; got {value!r}"
         bad = [v for v in value if v not in setting.values]
         if bad:
@@ -116,6 +139,9 @@ def problem(setting: Setting, value: Any) -> Optional[str]:
     elif kind == RANKS:
         if value != "all" and not (isinstance(value, (list, tuple)) and all(_is_int(r) and r >= 0 for r in value)):
             return f"{key} must be 'all' or a list of ranks like [0, 1]; got {value!r}"
+    elif kind == THRESHOLD:
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+            return f"{key} must be a number of milliseconds >= 0, or none; got {value!r}"
     elif kind == STEPS:
         if not (isinstance(value, (list, tuple)) and all(_is_int(n) and n >= 0 for n in value)):
             return f"{key} must be a list of step numbers like [1, 2, 5]; got {value!r}"

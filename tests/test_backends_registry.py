@@ -92,7 +92,7 @@ def test_the_built_in_backends_are_registered_without_importing_them():
     code = ("import sys, patchkit.backends as b; print(' '.join(b.names())); "
             "print(sorted(m for m in sys.modules if m.startswith('patchkit.backends.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["npu torch nsys", "['patchkit.backends.program', 'patchkit.backends.registry', "
+    assert out.splitlines() == ["npu torch nsys memory", "['patchkit.backends.program', 'patchkit.backends.registry', "
                                                   "'patchkit.backends.schedule']"]  # the package's own parts, no backend
 
 
@@ -101,9 +101,9 @@ def test_the_backend_choices_of_the_command_line_import_no_backend():
 
     code = ("import sys; sys.argv = ['patchkit', 'diff', '--help']; import patchkit.cli as c\n"
             "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.rpartition('.')[2] in ('npu', 'torch', 'nsys') or m in ('libcst', 'git')))")
+            "print(sorted(m for m in sys.modules if m.rpartition('.')[2] in ('npu', 'torch', 'nsys', 'memory') or m in ('libcst', 'git')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "--backend [npu|torch|nsys]" in out and out.splitlines()[-1] == "[]"
+    assert "--backend [npu|torch|nsys|memory]" in out and out.splitlines()[-1] == "[]"
 
 
 def test_a_registered_backend_is_usable_from_recipes_the_command_line_and_the_runtime(echo, tmp_path, monkeypatch,
@@ -117,7 +117,7 @@ def test_a_registered_backend_is_usable_from_recipes_the_command_line_and_the_ru
     # a recipe's backend:, a backend= override, --backend
     assert load_recipe(mine).recipe.backend == "echo"
     assert load_recipe(theirs, ["backend=echo"]).runtime_settings()["backend"] == "echo"
-    assert "--backend [npu|torch|nsys|echo]" in run("show", "--help").output
+    assert "--backend [npu|torch|nsys|memory|echo]" in run("show", "--help").output
     shown = run("show", str(theirs), "--backend", "echo").output
     assert "backend:  echo" in shown and "profiler code the runtime builds (echo):" in shown
     assert "echo_backend.LOG.append(('window_open', step))" in shown and "# Note: echo writes no trace" in shown
@@ -152,9 +152,9 @@ def test_a_name_nobody_registered_is_refused_everywhere(tmp_path, registry):
     path.write_text(recipe_text("echo"))
     with pytest.raises(RecipeError) as info:
         load_recipe(path)
-    assert info.value.message == "backend must be one of npu, torch, nsys; got 'echo'" and info.value.where.line == 4
+    assert info.value.message == "backend must be one of npu, torch, nsys, memory; got 'echo'" and info.value.where.line == 4
     assert run("show", str(path), "--backend", "echo", ok=False).exit_code == 2
-    assert backends.validate({"backend": "echo"}) == ["backend 'echo' is not one of npu, torch, nsys"]
+    assert backends.validate({"backend": "echo"}) == ["backend 'echo' is not one of npu, torch, nsys, memory"]
 
 
 def test_a_registered_module_that_cannot_be_used_is_a_recipe_error_at_its_line(tmp_path, registry):
@@ -164,7 +164,7 @@ def test_a_registered_module_that_cannot_be_used_is_a_recipe_error_at_its_line(t
     with pytest.raises(RecipeError) as info:
         load_recipe(path)
     assert "backend 'ghost' cannot be used: No module named 'patchkit_no_such_backend_module'" in info.value.message
-    assert info.value.where.line == 4 and "pick another: npu, torch, nsys, ghost" in info.value.hint
+    assert info.value.where.line == 4 and "pick another: npu, torch, nsys, memory, ghost" in info.value.hint
     assert backends.validate({"backend": "ghost"})[0].startswith("backend 'ghost' cannot be used")
 
 

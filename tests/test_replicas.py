@@ -190,7 +190,7 @@ def test_show_says_which_replicas_profile_and_how_the_replica_is_read():
 
     result = CliRunner().invoke(main, ["show", "vllm-decode", "replicas=[0]", "profiler.replica_size=4"])
     assert result.exit_code == 0, result.output
-    assert "replicas=(0,), replica_size=4, steps=())" in result.output
+    assert "replicas=(0,), replica_size=4, steps=()," in result.output
     assert "# Replicas: 0, every process of them; the replica is $VERL_REPLICA_RANK, else $RANK // 4." in result.output
     result = CliRunner().invoke(main, ["show", "vllm-decode"])
     assert "# Replicas:" not in result.output

@@ -47,12 +47,16 @@ def test_every_enum_of_the_schema_is_the_table_or_a_registry():
         f"{profiler}/contents/oneOf/0": list(vocabulary.CONTENTS),
         f"{profiler}/contents/oneOf/1/items": list(vocabulary.CONTENTS),
         f"{profiler}/export_type": list(vocabulary.EXPORT_TYPES),
+        f"{profiler}/aic_metrics": list(vocabulary.AIC_METRICS),
+        f"{profiler}/host_sys/oneOf/0": list(vocabulary.HOST_SYS),
+        f"{profiler}/host_sys/oneOf/1/items": list(vocabulary.HOST_SYS),
         "/$defs/point/properties/at": list(points.KINDS),
         "/$defs/point/properties/action": list(vocabulary.ACTIONS),
     }
     assert dict(_enums(json.loads(SHIPPED))) == expected
     worded = {s.key for s in SETTINGS if s.values}
-    assert worded == {"profiler.level", "profiler.contents", "profiler.export_type"}  # each has its enum above
+    assert worded == {"profiler.level", "profiler.contents", "profiler.export_type", "profiler.aic_metrics",
+                      "profiler.host_sys"}  # each has its enum above
 
 
 def _recipe(tmp_path, section, name, value):
@@ -74,12 +78,14 @@ def _cases():
             good, bad = [True, False], ["yes", 1]
         elif s.kind == vocabulary.RANKS:
             good, bad = ["all", 3, [0, 2]], ["some", -1, [], [0, -1], [True]]
+        elif s.kind == vocabulary.THRESHOLD:
+            good, bad = [None, 0, 2.5, "none"], [-1, "soon", True]
         elif s.kind == vocabulary.STEPS:
             good, bad = [[], 3, [5, 1, 2]], ["all", -1, [-1], [True], 1.5]
         elif s.kind == vocabulary.PATH:
             good, bad = ["./out", "/tmp/x"], ["", 1]
         elif s.kind == vocabulary.WORDS:
-            bad = ["gpu", [], ["npu", "gpu"]]
+            bad = ["gpu", ["npu", "gpu"]] + ([[]] if s.default else [])
         for value in good:
             yield s, value, True
         for value in bad:

@@ -54,9 +54,11 @@ def _other_value(setting):
         return word, word
     if setting.kind == vocabulary.WORDS:
         return f"[{setting.values[-1]}]", (setting.values[-1],)
-    return {vocabulary.FLAG: ("true", True), vocabulary.COUNT: (str(setting.minimum + 2), setting.minimum + 2),
+    if setting.kind == vocabulary.FLAG:
+        return ("false", False) if setting.default else ("true", True)
+    return {vocabulary.COUNT: (str(setting.minimum + 2), setting.minimum + 2),
             vocabulary.PATH: ("./elsewhere", "./elsewhere"), vocabulary.RANKS: ("[2, 0]", (0, 2)),
-            vocabulary.STEPS: ("[5, 1]", (1, 5))}[setting.kind]
+            vocabulary.STEPS: ("[5, 1]", (1, 5)), vocabulary.THRESHOLD: ("2.5", 2.5)}[setting.kind]
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.key for s in SETTINGS])

@@ -47,3 +47,4 @@ from .schedule import (NONE, RECORD, RECORD_AND_SAVE, WARMUP, describe_schedule,
 register("npu", f"{__name__}.npu")  # torch_npu.profiler, on Ascend NPUs
 register("torch", f"{__name__}.torch")  # torch.profiler: CPU, and CUDA when there is one
 register("nsys", f"{__name__}.nsys")  # Nsight Systems: CUDA profiler API edges, an NVTX range per step
+register("memory", f"{__name__}.memory")  # the allocator's history in each window, a snapshot for memory_viz

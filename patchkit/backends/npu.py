@@ -42,7 +42,14 @@ STATIC_FEATURES: Dict[str, Any] = {
     "schedule": frozenset({"wait", "active", "warmup", "repeat", "skip_first", "skip_first_wait"}),
     "aic_none": True,
     "mstx_range": True,
+    "aic_members": frozenset({"AiCoreNone", "PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0",
+                              "MemoryUB", "ResourceConflictRatio", "L2Cache", "MemoryAccess"}),
+    "host_sys_members": frozenset({"CPU", "MEM", "DISK", "NETWORK", "OSRT", "NUMA"}),
 }
+AIC = {"none": "AiCoreNone", "pipe_utilization": "PipeUtilization", "arithmetic_utilization": "ArithmeticUtilization",
+       "memory": "Memory", "memory_l0": "MemoryL0", "memory_ub": "MemoryUB",
+       "resource_conflict_ratio": "ResourceConflictRatio", "l2_cache": "L2Cache", "memory_access": "MemoryAccess"}
+FLAGS = ("l2_cache", "op_attr", "record_op_args", "sys_io", "sys_interconnection")  # off unless asked
 
 
 def _params(fn: Callable, fallback: FrozenSet[str]) -> FrozenSet[str]:
@@ -66,6 +73,9 @@ def probe() -> Dict[str, Any]:
         "schedule": _params(prof.schedule, st["schedule"]),
         "aic_none": hasattr(getattr(prof, "AiCMetrics", None), "AiCoreNone"),
         "mstx_range": hasattr(mstx, "range_start") and hasattr(mstx, "range_end"),
+        "aic_members": frozenset(m for m in st["aic_members"] if hasattr(getattr(prof, "AiCMetrics", None), m)),
+        "host_sys_members": frozenset(m for m in st["host_sys_members"]
+                                      if hasattr(getattr(prof, "HostSystem", None), m)),
     }
 
 
@@ -107,7 +117,13 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
 
     exp: List[str] = []
     keep("experimental", "profiler_level", f"{P}.ProfilerLevel.{LEVEL[s['level']]}", exp)
-    if s["level"] in ("level0", "level_none") and f.get("aic_none") and "aic_metrics" in f["experimental"]:
+    if s["aic_metrics"] != "default":
+        member = AIC[s["aic_metrics"]]
+        if member in f.get("aic_members", STATIC_FEATURES["aic_members"]):
+            keep("experimental", "aic_metrics", f"{P}.AiCMetrics.{member}", exp)
+        else:
+            notes.append(f"this torch_npu has no AiCMetrics.{member}; profiler.aic_metrics left out")
+    elif s["level"] in ("level0", "level_none") and f.get("aic_none") and "aic_metrics" in f["experimental"]:
         exp.append(f"aic_metrics={P}.AiCMetrics.AiCoreNone")  # no AI Core metrics below level1
     keep("experimental", "export_type", f"{P}.ExportType.{EXPORT[s['export_type']]}", exp)  # a str, never a list
     if s["mstx"]:
@@ -117,6 +133,7 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
             exp.append("msprof_tx=True")
         else:
             notes.append("this torch_npu has neither mstx= nor msprof_tx=; markers are not collected")
+    _experimental_options(s, f, keep, exp, notes)
     create += call(f"experimental_config = {P}._ExperimentalConfig", exp)
 
     handler = [repr(s["save_path"])]
@@ -146,7 +163,7 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
         keep("profile", "schedule", f"{P}.schedule({', '.join(sched)})", prof)
     keep("profile", "on_trace_ready", "on_trace_ready", prof)
     for flag, item in (("record_shapes", "shapes"), ("profile_memory", "memory"),
-                       ("with_stack", "stack"), ("with_modules", "module")):
+                       ("with_stack", "stack"), ("with_modules", "module"), ("with_flops", "flops")):
         if flag in f["profile"]:
             prof.append(f"{flag}={item in contents!r}")
         elif item in contents:
@@ -173,3 +190,25 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
         sections["range_close"] = "torch_npu.npu.mstx.range_end(handle)\n"
         sections["mark"] = "torch_npu.npu.mstx.mark(name)\n"
     return Plan(sections=sections, trace_dir=s["save_path"], notes=tuple(notes))
+
+
+def _experimental_options(s: Mapping[str, Any], f: Mapping[str, Any], keep: Callable, exp: List[str],
+                          notes: List[str]) -> None:
+    """The rest of torch_npu's _ExperimentalConfig, each only when it differs from torch_npu's default."""
+    for name in FLAGS:
+        if s[name]:
+            keep("experimental", name, "True", exp)
+    if s["op_attr"] and s["export_type"] != "db":
+        notes.append("torch_npu before 2.13 turns op_attr off unless export_type is db")
+    if not s["data_simplification"]:
+        keep("experimental", "data_simplification", "False", exp)
+    if s["gc_detect_threshold"] is not None:
+        keep("experimental", "gc_detect_threshold", repr(s["gc_detect_threshold"]), exp)
+    if s["host_sys"]:
+        members = f.get("host_sys_members", STATIC_FEATURES["host_sys_members"])
+        have = [h.upper() for h in s["host_sys"] if h.upper() in members]
+        lost = [h for h in s["host_sys"] if h.upper() not in members]
+        if lost:
+            notes.append(f"this torch_npu has no HostSystem {', '.join(lost)}; left out of host_sys")
+        if have:
+            keep("experimental", "host_sys", "[" + ", ".join(f"{P}.HostSystem.{h}" for h in have) + "]", exp)

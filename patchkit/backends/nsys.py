@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Mapping
 
+from ..vocabulary import DEFAULTS, NPU_ONLY
 from .registry import Plan
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
@@ -50,7 +51,8 @@ def launch(s: Mapping[str, Any]) -> List[str]:
 def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
     flags = " ".join(f"--{k}={v}" for k, v in options(s).items() if k != "trace")
     notes = [f"nsys writes the report: run under `nsys profile {flags}` (see the lines below)"]
-    unused = [f"profiler.{k}" for k in ("save_path", "level", "contents", "export_type", "analysis", "mstx")]
+    unused = [f"profiler.{k}" for k in ("save_path", "level", "contents", "export_type", "analysis", "mstx")
+              + tuple(k for k in NPU_ONLY if s[k] != DEFAULTS[k])]
     notes.append(", ".join(unused) + " are not used by nsys")
     return Plan(
         sections={

@@ -89,7 +89,7 @@ class Program:
     def new_traces(self) -> List[str]:
         names = [n for n in self._listdir() if n not in self._seen]
         self._seen.update(names)
-        if self.backend in ("torch", "npu"):  # ranks share the folder: keep this process's, named with its pid
+        if self.backend in ("torch", "npu", "memory"):  # ranks share the folder: keep this process's, named with its pid
             mine = re.compile(rf"(?:^|_){os.getpid()}[._]")
             names = [n for n in names if mine.search(n)]
         paths = [os.path.join(self.trace_dir, n) for n in names]  # type: ignore[arg-type]

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
-from ..vocabulary import DEFAULTS, PERIODIC
+from ..vocabulary import DEFAULTS, NPU_ONLY, PERIODIC
 from .program import call
 from .registry import Plan, role_of
 from .schedule import steps_function
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
 
-UNUSED = ("level", "export_type", "analysis", "mstx")
+UNUSED = ("level", "export_type", "analysis", "mstx") + NPU_ONLY
 
 
 def probe() -> Dict[str, Any]:
@@ -53,6 +53,7 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
         f"profile_memory={'memory' in contents!r}",
         f"with_stack={'stack' in contents!r}",
         f"with_modules={'module' in contents!r}",
+        *(["with_flops=True"] if "flops" in contents else []),
     ])
     notes = []
     unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != DEFAULTS[k]]
