@@ -293,3 +293,33 @@ def test_vllm_ascend_0_9_1_patches_the_v1_worker_not_the_v0_one(tmp_path):
     root = _root(tmp_path, "vllm-ascend", "0.9.1")
     plan = api.plan(api.load("vllm-ascend-decode"), str(root))
     assert [f.relpath for f in plan.files] == ["vllm_ascend/worker/worker_v1.py"]
+
+
+RANGE_POINTS = [
+    {"class": "DataParallelPPOActor", "method": "update_policy", "at": "around_call", "call": "self._forward_micro_batch",
+     "action": "range", "name": "forward_micro_batch"},
+    {"class": "DataParallelPPOActor", "method": "_optimizer_step", "at": "method", "action": "range",
+     "name": "optimizer_step"},
+    {"class": "DataParallelPPOActor", "method": "update_policy", "at": "loop_start", "loop": {"iter": "micro_batches"},
+     "action": "mark", "name": "micro_batch"},
+]
+
+
+@pytest.mark.parametrize("version", [v for r, d, v in PAIRS if r == "verl-fsdp-update"])
+def test_the_readme_s_ranges_and_marks_apply_on_every_release_of_the_fsdp_actor(tmp_path, version):
+    """The README's ranges-and-marks example (verl-fsdp-update plus three labelled points) on each real release."""
+    import yaml
+
+    data = yaml.safe_load(api.recipe_path("verl-fsdp-update").read_text())
+    data.update(id="my-update", points=data["points"] + RANGE_POINTS)
+    data.pop("examples")
+    mine = tmp_path / "my-update.yaml"
+    mine.write_text(yaml.safe_dump(data, sort_keys=False))
+    root = _root(tmp_path, "verl", version)
+    plan = api.plan(api.load(str(mine), ["profiler.mstx=true"]), str(root))
+    (f,) = plan.files
+    text = f.result.text
+    compile(text, str(f.path), "exec")
+    for call in ('range_start("my-update", "forward_micro_batch")', 'range_end("my-update", "forward_micro_batch")',
+                 '@_patchkit_runtime.ranged("my-update", "optimizer_step")', 'mark("my-update", "micro_batch")'):
+        assert text.count(call) == 1, (version, call)
