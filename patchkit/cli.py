@@ -261,6 +261,25 @@ def test_cmd(recipes) -> None:
 
 
 @main.command()
+@click.argument("recipe", shell_complete=_complete_recipes)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[KEY=VALUE]... -- COMMAND...")
+@root_option
+@backend_option
+@skip_version_option
+@click.option("--print-env", is_flag=True, help="print the environment instead (JSON), e.g. for a Ray runtime_env")
+def run(recipe, args, root, backend, skip_version, print_env) -> None:
+    """Run COMMAND with the recipe applied in memory: no file changes, nothing to revert.
+
+    Every Python process COMMAND starts (children too) imports the target
+    modules patched; the recipe is checked first, and COMMAND does not start
+    when it does not fit.
+    """
+    from . import cli_run
+
+    cli_run.run(recipe, args, root, backend, skip_version, print_env)
+
+
+@main.command()
 @click.option("--keep", is_flag=True, help="keep the temporary folder")
 def demo(keep: bool) -> None:
     """The whole loop on a bundled verl-shaped sample, on CPU: diff, apply, run, revert."""

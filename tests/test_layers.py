@@ -213,6 +213,9 @@ TESTED_IN = {
     "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
     "patchkit.demo.train": "test_demo",
     "patchkit.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
+    "patchkit._run": "test_importhook",  # the folder `patchkit run` puts on PYTHONPATH
+    "patchkit._run.sitecustomize": "test_importhook",  # run at start-up by every process of the command
+    "patchkit.runcache": "test_editfree",  # written by prepare, rebuilt where it is missing
 }
 
 

@@ -1,0 +1,68 @@
+"""editfree: the plan becomes cache entries and an environment; a node without the cache rebuilds an entry once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit import editfree, recipe, runcache
+from patchkit.demo import SAMPLE
+from patchkit.errors import TargetError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _prepare(site, overrides=("backend=torch",)):
+    settings = recipe.load("verl-fsdp-update", list(overrides))
+    return editfree.prepare(settings, recipe.read_text(recipe.recipe_path("verl-fsdp-update")), str(site))
+
+
+def test_module_names_follow_the_files():
+    assert editfree.module_name("verl/workers/actor/dp_actor.py") == "verl.workers.actor.dp_actor"
+    assert editfree.module_name("pkg/__init__.py") == "pkg"
+
+
+def test_prepare_writes_one_cache_entry_per_patched_module_and_the_environment_leads_to_the_hook(tmp_path, home):
+    site = tmp_path / "site"
+    shutil.copytree(SAMPLE, site)
+    spec = _prepare(site)
+    (name,) = spec["modules"]
+    entry = spec["modules"][name]
+    cached = home / runcache.CACHE / runcache.cache_name(entry["sha256"], spec["key"])
+    assert "_patchkit_runtime.step(" in cached.read_text() and spec["version"] == "0.6.1"
+    env = editfree.environment(spec, {"PYTHONPATH": "/a"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [editfree.HOOK_DIR, "/a"]
+    assert json.loads(env["PATCHKIT_RUN"])["modules"] == spec["modules"]
+    assert _prepare(site)["key"] == spec["key"] and _prepare(site, ["backend=npu"])["key"] != spec["key"]
+
+
+def test_nothing_is_planned_where_the_recipe_does_not_fit(tmp_path, home):
+    with pytest.raises(TargetError):
+        _prepare(tmp_path)  # no verl here
+    assert not (home / runcache.CACHE).exists()
+
+
+def test_a_process_without_the_cache_rebuilds_it_once_and_the_next_one_parses_nothing(tmp_path, home):
+    site = tmp_path / "site"
+    shutil.copytree(SAMPLE, site)
+    spec = _prepare(site)
+    shutil.rmtree(home / runcache.CACHE)  # as on another node of the cluster
+    env = editfree.environment(spec, dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)])))
+    check = ("import sys, verl.workers.actor.dp_actor as m; "
+             "print(hasattr(m, '_patchkit_runtime'), 'libcst' in sys.modules)")
+    first = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
+    assert first.stdout.split() == ["True", "True"], first.stderr  # the engine, once
+    second = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
+    assert second.stdout.split() == ["True", "False"], second.stderr
