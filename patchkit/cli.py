@@ -268,15 +268,26 @@ def test_cmd(recipes) -> None:
 @skip_version_option
 @click.option("--print-env", is_flag=True, help="print the environment instead (JSON), e.g. for a Ray runtime_env")
 def run(recipe, args, root, backend, skip_version, print_env) -> None:
-    """Run COMMAND with the recipe applied in memory: no file changes, nothing to revert.
-
-    Every Python process COMMAND starts (children too) imports the target
-    modules patched; the recipe is checked first, and COMMAND does not start
-    when it does not fit.
+    """Run COMMAND with the recipe applied in memory (children too): no file changes, nothing to revert.
     """
     from . import cli_run
 
     cli_run.run(recipe, args, root, backend, skip_version, print_env)
+
+
+@main.command()
+@click.argument("recipe", shell_complete=_complete_recipes)
+@click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="steps to record")
+@click.option("--ranks", metavar="0,1", help="only the processes of these ranks")
+@click.option("--role", help="only the captures of this role (actor, ref, ...)")
+@click.option("--timeout", type=float, default=300, show_default=True, help="seconds to wait for the answers")
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="ask on every alive node of this Ray cluster (or auto)")
+def capture(recipe, steps, ranks, role, timeout, ray_address) -> None:
+    """Ask a running job (applied with schedule.trigger=manual) to record its next STEPS steps, and wait for the traces.
+    """
+    from . import cli_capture
+
+    cli_capture.capture(recipe, steps, ranks, role, timeout, ray_address)
 
 
 @main.command()

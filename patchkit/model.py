@@ -55,6 +55,7 @@ class Schedule(NamedTuple):
     repeat: int = DEFAULTS["repeat"]
     skip_first: int = DEFAULTS["skip_first"]
     steps: Tuple[int, ...] = DEFAULTS["steps"]  # not empty: exactly these steps, instead of the periodic keys
+    trigger: str = DEFAULTS["trigger"]  # manual: windows only when `patchkit capture` asks
 
 
 class Option(NamedTuple):

@@ -207,9 +207,16 @@ def _profiler(r: Reader) -> m.Profiler:
 def _schedule(r: Reader) -> m.Schedule:
     s = r.mapping(("schedule",), v.SCHEDULE_KEYS)
     keys = list(s)
-    if ("schedule", "steps") in r.overridden:  # steps=... on the command line replaces the recipe's periodic schedule
-        keys = [k for k in keys if k not in v.PERIODIC or ("schedule", k) in r.overridden]
+    replacing = [k for k in ("steps", "trigger") if ("schedule", k) in r.overridden]
+    if replacing:  # steps= or trigger= on the command line replaces the recipe's own schedule
+        keys = [k for k in keys if k not in v.PERIODIC + ("steps",) or ("schedule", k) in r.overridden]
     values = {k: _setting(r, ("schedule", k), v.SETTING[k]) for k in keys}
+    if values.get("trigger") == "manual":
+        both = [k for k in v.PERIODIC + ("steps",) if k in values]
+        if both:
+            raise r.fail(("schedule", both[0]), f"schedule.trigger manual records the steps `patchkit capture` asks "
+                         f"for; it does not combine with {', '.join('schedule.' + k for k in both)}",
+                         "keep trigger: manual, or a schedule of your own")
     both = [k for k in v.PERIODIC if k in values] if values.get("steps") else []
     if both:
         raise r.fail(("schedule", both[0]), f"schedule.steps picks the recorded steps itself; it does not combine "

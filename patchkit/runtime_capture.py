@@ -57,6 +57,7 @@ class Capture:
         self.namespace = None
         self.advance_code = None  # the "advance" section; None: the per-step sections run instead
         self.ranges = []  # [name, handle] of each labelled range open in the window, oldest first
+        self.answer = None  # for a window `patchkit capture` asked for: called when it closes (patchkit.runtime_ondemand)
 
     def action(self, n):
         return self._action(n, *self.sched)
@@ -163,6 +164,8 @@ class Capture:
         new = self.program.new_traces()
         self.traces += new
         _write_manifest(self, first, last, new, why)
+        if self.answer is not None:
+            self.answer(first=first, last=last, traces=new)
         if self.program.trace_dir is None:
             where = f"written by {self.backend} itself"
         elif new:

@@ -158,10 +158,21 @@ def try_start(key):
         once((key, "foreign"), f"{key}: another profiler ({other}) is already running in this process; "
              "not starting, will try again at later calls")
         return
-    if s["repeat"] == 0:
+    answer = None
+    if s["trigger"] == "manual":  # only the windows `patchkit capture` asks for (see patchkit.runtime_ondemand)
+        from . import runtime_ondemand as ondemand
+
+        asked = ondemand.take(key)
+        if asked is None:
+            ondemand.park(key, here)
+            return
+        s = dict(s, trigger="schedule", steps=tuple(range(asked[1])))
+        answer = ondemand.answerer(key, asked[0])
+    elif s["repeat"] == 0:
         say(f"{key}: schedule.repeat=0 records a window every {s['wait'] + s['warmup'] + s['active']} steps "
             "until the process exits: the data grows without bound")
     cap = Capture(key, s, here)
+    cap.answer = answer
     captures[key] = cap
     state["active"] = key
     cap.program = backends.build(s, key)  # imports torch / torch_npu

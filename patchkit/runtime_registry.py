@@ -71,6 +71,11 @@ def fail(key, what, exc):
         if cap is not None:
             cap.error = f"{what}: {type(exc).__name__}: {exc}"
             cap.quiet_end()
+            if getattr(cap, "answer", None) is not None:  # a window `patchkit capture` waits for
+                try:
+                    cap.answer(error=cap.error)
+                except Exception:
+                    pass
         retire(key, cap)
     detail = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else type(exc).__name__
     say(f"{key}: {what}: {detail}; not profiling {key} in this process, the job runs on")

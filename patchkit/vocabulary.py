@@ -72,6 +72,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("schedule", "steps", STEPS, (),
             help="exactly these steps, such as [1, 2, 5] (patchkit's step count at the recipe's points, from 0); "
                  "instead of wait, warmup, active, repeat and skip_first"),
+    Setting("schedule", "trigger", WORD, "schedule", ("schedule", "manual"),
+            help="manual: record nothing until `patchkit capture` asks, then the next steps it asks for"),
 )
 PERIODIC = ("wait", "warmup", "active", "repeat", "skip_first")  # the keys schedule.steps replaces
 

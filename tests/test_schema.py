@@ -48,6 +48,7 @@ def test_every_enum_of_the_schema_is_the_table_or_a_registry():
         f"{profiler}/contents/oneOf/1/items": list(vocabulary.CONTENTS),
         f"{profiler}/export_type": list(vocabulary.EXPORT_TYPES),
         f"{profiler}/aic_metrics": list(vocabulary.AIC_METRICS),
+        "/properties/schedule/properties/trigger": ["schedule", "manual"],
         f"{profiler}/host_sys/oneOf/0": list(vocabulary.HOST_SYS),
         f"{profiler}/host_sys/oneOf/1/items": list(vocabulary.HOST_SYS),
         "/$defs/point/properties/at": list(points.KINDS),
@@ -56,7 +57,7 @@ def test_every_enum_of_the_schema_is_the_table_or_a_registry():
     assert dict(_enums(json.loads(SHIPPED))) == expected
     worded = {s.key for s in SETTINGS if s.values}
     assert worded == {"profiler.level", "profiler.contents", "profiler.export_type", "profiler.aic_metrics",
-                      "profiler.host_sys"}  # each has its enum above
+                      "profiler.host_sys", "schedule.trigger"}  # each has its enum above
 
 
 def _recipe(tmp_path, section, name, value):

@@ -111,6 +111,11 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
             problems.append(found)
     if not problems and s["replicas"] != "all" and s["ranks"] != "all":
         problems.append("profiler.replicas and profiler.ranks are both set: pick one")
+    if not problems and s["trigger"] == "manual":
+        fixed = [f"schedule.{k}" for k in PERIODIC + ("steps",) if s[k] != DEFAULTS[k]]
+        if fixed:
+            problems.append(f"schedule.trigger manual records the steps `patchkit capture` asks for; it does not "
+                            f"combine with {', '.join(fixed)}")
     if not problems and s["steps"]:
         periodic = [f"schedule.{k}" for k in PERIODIC if s[k] != DEFAULTS[k]]
         if periodic:

@@ -4,7 +4,7 @@ The periodic schedule (wait, warmup, active, repeat, skip_first) is exactly
 torch.profiler.schedule's.  A list of steps (``schedule.steps``) records
 exactly those steps: each run of consecutive steps is one window, with no
 warmup.  Every function takes the schedule as ``(wait, warmup, active, repeat,
-skip_first, steps)``, in the order of ``vocabulary.SCHEDULE_KEYS``.
+skip_first, steps)``.
 
 Standard library only: the runtime asks these in the training process.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ..vocabulary import SCHEDULE_KEYS
+from ..vocabulary import PERIODIC
 
 # Schedule actions, numbered like torch.profiler.ProfilerAction.
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
@@ -109,11 +109,13 @@ def windows(settings: Mapping[str, Any], cycles: Optional[int] = None) -> List[T
 
 def describe_schedule(settings: Mapping[str, Any]) -> str:
     s = settings
-    end = schedule_end(*(s.get(k, ()) if k == "steps" else s[k] for k in SCHEDULE_KEYS))
+    if s.get("trigger") == "manual":
+        return "trigger=manual: records nothing until `patchkit capture` asks, then exactly the steps it asks for"
+    end = schedule_end(*(s[k] for k in PERIODIC), s.get("steps", ()))
     if s.get("steps"):
         spans = ", ".join(_span(a, b) for a, b in runs(s["steps"]))
         return f"steps={list(s['steps'])}: records {spans}; the schedule is over at step {end}"
-    sched = " ".join(f"{k}={s[k]}" for k in SCHEDULE_KEYS if k != "steps")
+    sched = " ".join(f"{k}={s[k]}" for k in PERIODIC)
     spans = ", ".join(_span(a, b) for a, b in windows(s, cycles=2))
     if s["repeat"] > 0:
         return f"{sched}: records {spans}; the schedule is over at step {end}"
