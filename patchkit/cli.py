@@ -124,6 +124,8 @@ def main(ctx: click.Context, debug: bool) -> None:
     patchkit diff RECIPE k=v...    preview the patch (unified diff on stdout)
     patchkit apply RECIPE k=v...   patch, back up, record
     patchkit revert --all          restore the original bytes
+    patchkit run RECIPE -- CMD     run CMD with the recipe applied in memory
+    patchkit capture RECIPE        ask a running job (trigger=manual) for a window
     """
     ctx.obj = {"debug": debug}
 
