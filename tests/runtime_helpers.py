@@ -106,3 +106,19 @@ class Broken(types.ModuleType):
         sections[self.where] = "raise RuntimeError('device 7 is gone')\n"
         return backends.Plan(sections=sections)
 
+
+
+def on_stand_in(script, tmp_path, version="2.14.0", strict=True, with_torch=False):
+    """Run ``script`` (argv[1]: ``tmp_path``) against the torch_npu stand-in of ``version``; its PATCHKIT-RESULT."""
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo / "tests" / "doubles"), str(repo)]),
+               TORCH_NPU_DOUBLE_VERSION=version, TORCH_NPU_DOUBLE_STRICT="1" if strict else "0",
+               TORCH_NPU_DOUBLE_TORCH="1" if with_torch else "0")
+    env.pop("RANK", None)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("PATCHKIT-RESULT "))[16:])

@@ -3,20 +3,14 @@ where that release takes it (the installed signature decides, as for mstx), and 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from patchkit import backends
 from patchkit.errors import RecipeError
 from patchkit.recipe import load
+from runtime_helpers import on_stand_in
 
-REPO = Path(__file__).resolve().parent.parent
-DOUBLES = REPO / "tests" / "doubles"
 
 SCRIPT = r'''
 import json, sys
@@ -39,13 +33,7 @@ print("PATCHKIT-RESULT " + json.dumps({"exp": p.experimental_config, "init": sor
 
 
 def _run(tmp_path, version):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DOUBLES), str(REPO)]), TORCH_NPU_DOUBLE_VERSION=version,
-               TORCH_NPU_DOUBLE_STRICT="1", TORCH_NPU_DOUBLE_TORCH="0")
-    env.pop("RANK", None)
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("PATCHKIT-RESULT "))[16:])
+    return on_stand_in(SCRIPT, tmp_path, version)
 
 
 def test_the_newest_torch_npu_gets_every_option(tmp_path):

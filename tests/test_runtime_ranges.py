@@ -4,11 +4,7 @@ closes a range an exception left open, and never raises into the job; the npu ba
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +12,8 @@ from patchkit import runtime
 from patchkit.engine import transform
 from patchkit.model import Applied
 from patchkit.recipe import parse_recipe
-from runtime_helpers import lines, no_profiler_left_running, trace_files  # noqa: F401  (a fixture)
+from runtime_helpers import lines, no_profiler_left_running, trace_files, on_stand_in  # noqa: F401  (a fixture)
 
-REPO = Path(__file__).resolve().parent.parent
-DOUBLES = REPO / "tests" / "doubles"
 
 SOURCE = textwrap.dedent("""\
     import torch
@@ -125,13 +119,7 @@ print("PATCHKIT-RESULT " + json.dumps({"mstx": [(m.kind, m.message) for m in rec
 
 
 def test_the_npu_backend_emits_mstx_ranges_and_marks_on_the_stand_in(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DOUBLES), str(REPO)]), TORCH_NPU_DOUBLE_VERSION="2.14.0",
-               TORCH_NPU_DOUBLE_STRICT="1", TORCH_NPU_DOUBLE_TORCH="0")
-    env.pop("RANK", None)
-    done = subprocess.run([sys.executable, "-c", NPU_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("PATCHKIT-RESULT "))[16:])
+    result = on_stand_in(NPU_SCRIPT, tmp_path)
     assert result["errors"] == [] and result["strict"] == []
     labelled = [tuple(m) for m in result["mstx"] if m[1] in ("decode", "sampled", "before the window")]
     assert labelled == [("range_start", "decode"), ("mark", "sampled")]

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from patchkit import backends, runtime
 from patchkit.errors import OverrideError, RecipeError
 from patchkit.recipe import load, load_recipe
-from runtime_helpers import no_profiler_left_running, profiler_steps, settings, trace_files  # noqa: F401
-
-REPO = Path(__file__).resolve().parent.parent
-DOUBLES = REPO / "tests" / "doubles"
+from runtime_helpers import no_profiler_left_running, profiler_steps, settings, trace_files, on_stand_in  # noqa: F401
 
 
 def test_the_steps_are_windows_of_consecutive_steps():
@@ -64,13 +58,7 @@ print("PATCHKIT-RESULT " + json.dumps({"report": rt.report(), "dirs": [d for p i
 
 
 def test_the_npu_backend_records_exactly_the_listed_steps_on_the_stand_in(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DOUBLES), str(REPO)]), TORCH_NPU_DOUBLE_VERSION="2.14.0",
-               TORCH_NPU_DOUBLE_STRICT="0", TORCH_NPU_DOUBLE_TORCH="1")
-    env.pop("RANK", None)
-    done = subprocess.run([sys.executable, "-c", NPU_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("PATCHKIT-RESULT "))[16:])
+    result = on_stand_in(NPU_SCRIPT, tmp_path, strict=False, with_torch=True)
     assert result["errors"] == [] and result["strict"] == []
     (report,) = result["report"]
     assert [tuple(w) for w in report["recorded"]] == [(0, 0), (3, 4)]
