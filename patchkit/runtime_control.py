@@ -148,6 +148,12 @@ def try_start(key):
                 finished.add(key)  # not a listed replica: no profiler, no files
                 return
         checked[key] = (given, s, here)
+    if s["trigger"] == "manual":  # only the windows `patchkit capture` asks for (see patchkit.runtime_ondemand)
+        from . import runtime_ondemand as ondemand
+
+        if key not in ondemand.pending:
+            ondemand.park(key, here)  # waiting costs a step what a finished key costs
+            return
     active = state["active"]
     if active is not None:
         once((key, "busy"), f"{key}: not starting while {active} is capturing (one profiler per process); "
@@ -159,13 +165,8 @@ def try_start(key):
              "not starting, will try again at later calls")
         return
     answer = None
-    if s["trigger"] == "manual":  # only the windows `patchkit capture` asks for (see patchkit.runtime_ondemand)
-        from . import runtime_ondemand as ondemand
-
+    if s["trigger"] == "manual":
         asked = ondemand.take(key)
-        if asked is None:
-            ondemand.park(key, here)
-            return
         s = dict(s, trigger="schedule", steps=tuple(range(asked[1])))
         answer = ondemand.answerer(key, asked[0])
     elif s["repeat"] == 0:

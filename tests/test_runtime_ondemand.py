@@ -87,3 +87,11 @@ def test_manual_does_not_combine_with_a_schedule_of_its_own():
     assert backends.validate(settings("/tmp/x", trigger="manual", active=3)) == [
         "schedule.trigger manual records the steps `patchkit capture` asks for; it does not combine with "
         "schedule.active"]
+
+
+def test_a_manual_key_parks_even_while_another_capture_records(tmp_path, home, capsys, no_profiler_left_running):
+    runtime.configure("a", **settings(tmp_path / "a", active=5))
+    runtime.configure("m", **settings(tmp_path / "m", trigger="manual"))
+    runtime.step("a")  # "a" records now
+    runtime.step("m")
+    assert "m" in finished and not any("not starting while" in ln for ln in capsys.readouterr().err.splitlines())
