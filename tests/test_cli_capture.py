@@ -35,13 +35,13 @@ def capture(tmp_path, *args, timeout=120):
 
 @pytest.fixture
 def job(tmp_path):
-    """The demo sample training for about a minute, waiting for `patchkit capture` (it registers at its first step)."""
+    """The demo sample training for minutes (stopped after the test), waiting for `patchkit capture`."""
     site = tmp_path / "site"
     shutil.copytree(SAMPLE, site)
     proc = subprocess.Popen(
         [sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(site), "backend=torch",
          "granularity=micro", "schedule.trigger=manual", f"profiler.save_path={tmp_path / 'traces'}", "--",
-         sys.executable, "-m", "patchkit.demo.train", "--updates", "200"],
+         sys.executable, "-m", "patchkit.demo.train", "--updates", "20000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path, site), cwd=tmp_path)
     deadline = time.time() + 120
     os.environ["PATCHKIT_HOME"], saved = str(tmp_path / "home"), os.environ.get("PATCHKIT_HOME")

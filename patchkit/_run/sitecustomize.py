@@ -21,7 +21,7 @@ _here = os.path.dirname(os.path.abspath(__file__))
 _saved = sys.path[:]
 try:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-    del sys.modules["sitecustomize"]
+    sys.modules.pop("sitecustomize", None)
     import sitecustomize  # noqa: F401
 except ImportError:
     pass
