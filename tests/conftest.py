@@ -12,6 +12,21 @@ FIXTURES = REPO / "fixtures"
 RECIPES = REPO / "recipes"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_real_home(tmp_path_factory):
+    """Module- and session-scoped fixtures run before each test's own home: they get one for the session, so no
+    test ever writes the ledger, backups or capture index of the machine running the suite."""
+    import os
+
+    saved = os.environ.get("PATCHKIT_HOME")
+    os.environ["PATCHKIT_HOME"] = str(tmp_path_factory.mktemp("session-home"))
+    yield
+    if saved is None:
+        os.environ.pop("PATCHKIT_HOME", None)
+    else:
+        os.environ["PATCHKIT_HOME"] = saved
+
+
 @pytest.fixture(autouse=True)
 def patchkit_home(tmp_path_factory, monkeypatch):
     """Every test gets its own ledger and no PATCHKIT_ROOT from the environment."""

@@ -231,3 +231,15 @@ def test_every_module_has_its_test_module():
         if not any((tests / f"{c}.py").is_file() for c in candidates if c):
             missing.append(name)
     assert not missing, f"modules without a test module (tests/test_<name>.py): {missing}"
+
+
+@pytest.fixture(scope="module")
+def home_of_a_module_fixture():
+    import os
+
+    return os.environ.get("PATCHKIT_HOME", "")
+
+
+def test_the_suite_never_uses_the_machine_s_own_patchkit_home(home_of_a_module_fixture):
+    """Module fixtures (a two-rank run, a Ray cluster) apply recipes before any test's own home is set."""
+    assert "pytest" in home_of_a_module_fixture and "session-home" in home_of_a_module_fixture
