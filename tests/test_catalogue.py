@@ -16,3 +16,25 @@ def test_entries_agree_with_the_validated_recipes():
         assert (e.description, e.package, e.distribution, e.versions) == \
             (r.description, r.target.package, r.target.distribution, r.target.versions), rid
         assert e.files == tuple(dict.fromkeys(list(r.target.files) + point_files)), rid
+
+
+def test_a_second_read_comes_from_the_cache_and_a_changed_recipe_is_read_again(tmp_path, monkeypatch, patchkit_home):
+    import shutil
+
+    from patchkit import catalogue
+
+    folder = tmp_path / "recipes"
+    shutil.copytree(catalogue.builtin_dir(), folder)
+    monkeypatch.setattr(catalogue, "builtin_dir", lambda: folder)
+    first = catalogue.entries()
+    assert (patchkit_home / "catalogue.json").is_file()
+    read = catalogue._read
+    monkeypatch.setattr(catalogue, "_read", lambda p: (_ for _ in ()).throw(AssertionError("parsed again")))
+    assert catalogue.entries() == first
+    monkeypatch.setattr(catalogue, "_read", read)
+    path = folder / "vllm-decode.yaml"
+    path.write_text(path.read_text().replace("package: vllm\n", "package: vllm\n  tags: []\n", 1) + "\n")
+    again = {e.id: e for e in catalogue.entries()}
+    assert again["vllm-decode"] == {e.id: e for e in first}["vllm-decode"]  # re-read, same content
+    (patchkit_home / "catalogue.json").write_text("{broken")
+    assert catalogue.entries() == list(again.values())
