@@ -14,7 +14,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
+
+from . import private
+from .errors import LedgerError
+
+CACHE_LIMIT = 4 * 1024 * 1024  # bytes; the cache of the built-in recipes is a few kB
 
 
 class Entry(NamedTuple):
@@ -30,22 +35,35 @@ def entries() -> List[Entry]:
     paths = sorted(builtin_dir().glob("*.yaml"))
     key = [[p.name, *_stamp(p)] for p in paths]
     cache = _cache_path()
-    try:
-        with open(cache, encoding="utf-8") as handle:
-            kept = json.load(handle)
-        if kept.get("key") == key:
-            return [Entry(*e[:5], tuple(e[5])) for e in kept["entries"]]
-    except (OSError, ValueError, TypeError, KeyError):
-        pass  # none yet, or not ours: read the recipes
+    kept = _kept(cache, key)
+    if kept is not None:
+        return kept
     out = [_read(p) for p in paths]
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
+        private.ensure(str(cache.parent))
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"key": key, "entries": [list(e) for e in out]}), encoding="utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), private.FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"key": key, "entries": [list(e) for e in out]}))
         os.replace(tmp, cache)
-    except OSError:
-        pass  # a read-only home: the next command reads the recipes again
+    except (OSError, LedgerError):
+        pass  # a read-only or refused home: the next command reads the recipes again
     return out
+
+
+def _kept(cache: Path, key: list) -> Optional[List[Entry]]:
+    """The cached entries when the cache is private (see :mod:`patchkit.private`) and of these recipe files."""
+    try:
+        if not private.check(str(cache.parent), folder=True):
+            return None
+        kept = json.loads(private.read(str(cache), CACHE_LIMIT) or b"null")
+        if kept.get("key") != key:
+            return None
+        out = [Entry(*map(str, e[:5]), tuple(map(str, e[5]))) for e in kept["entries"]]
+    except (LedgerError, ValueError, TypeError, KeyError, AttributeError, IndexError):
+        return None  # none yet, not ours, or damaged: read the recipes
+    inside = all(not os.path.isabs(f) and ".." not in Path(f).parts for e in out for f in e.files)
+    return out if inside else None
 
 
 def _read(path: Path) -> Entry:

@@ -16,6 +16,7 @@ import click
 from . import cluster
 from .cluster import ClusterError
 from .node import NodeResult, NodeState
+from .outcome import Status
 
 
 def _line(r: NodeResult) -> str:
@@ -121,6 +122,9 @@ def status(address: str, as_json: bool, root: Optional[str] = None) -> None:
             if not r.ok or not r.files:
                 click.echo(_line(r))
             for f in r.files:
+                if f["state"] == Status.INTERRUPTED:
+                    click.echo(f"{r.node}  interrupted: {f['path']} (the next apply or revert on the node puts it back)")
+                    continue
                 warn = "" if f["backup"] == "ok" else "  [no record: no backup]" if f["backup"] is None \
                     else "  [backup missing or corrupted]"
                 click.echo(f"{r.node}  {','.join(f['recipes'])}  {f['state']}: {f['path']} "

@@ -176,6 +176,10 @@ def status(as_json: bool, root: Optional[str]) -> None:
         click.echo("nothing applied")
         return
     for st in rows:
+        if st.interrupted:
+            click.echo(f"{st.state:10s}  {st.path}  [an earlier patchkit command stopped half-way through a change; "
+                       "the next `patchkit apply` or `patchkit revert` puts it back]")
+            continue
         if st.record is None:
             f = st.found
             click.echo(f"{st.state:10s}  {', '.join(f.recipes)}  {f.path}  ({f.distribution} {f.version or '?'})  "

@@ -20,24 +20,20 @@ import errno
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, Optional, Set
 
-from . import gitrepo
+from . import ledger_format, private
 from .errors import LedgerError, Location, LockedError
+from .targetfile import LOCK_TIMEOUT, Changed, atomic_write, write_source
 
-LOCK_TIMEOUT = float(os.environ.get("PATCHKIT_LOCK_TIMEOUT", "60"))
+BACKUP_LIMIT = 256 * 1024 * 1024  # bytes; the largest target file is under 1 MB
 
 
 def home() -> Path:
-    env = os.environ.get("PATCHKIT_HOME")
-    if env:
-        return Path(env).expanduser()
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "patchkit"
+    return Path(private.home())
 
 
 def sha256(data: bytes) -> str:
@@ -68,6 +64,15 @@ class FileRecord:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def under(self, root: Optional[str]) -> bool:
+        """Whether this is a file under ``root`` (every file when None), compared resolved: the file itself,
+        or the root apply found it under, so a file patched through a symbolic link is still found there."""
+        if not root:
+            return True
+        base = os.path.realpath(os.path.expanduser(root))
+        inside = base.rstrip(os.sep) + os.sep
+        return any(p == base or p.startswith(inside) for p in map(os.path.realpath, (self.path, self.root)))
+
     @classmethod
     def from_json(cls, data: dict) -> "FileRecord":
         recipes = {k: AppliedRecipe(**v) for k, v in data.pop("recipes", {}).items()}
@@ -94,34 +99,32 @@ class Ledger:
 
     # ------------------------------------------------------------ state
     def load(self) -> "Ledger":
-        try:
-            raw = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        """Read the records, after checking the state folder and the ledger are private (see :mod:`patchkit.private`)."""
+        raw = None
+        if private.check(str(self.home), folder=True):
+            raw = private.read(str(self.path), ledger_format.LIMIT)
+        if raw is None:
             self.files, self.pending = {}, None
             return self
-        try:
-            data = json.loads(raw)
-            self.files = {k: FileRecord.from_json(dict(v)) for k, v in data.get("files", {}).items()}
-            self.pending = data.get("pending")
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise LedgerError(f"the ledger is not readable: {exc}", Location(str(self.path)),
-                              "move the file aside; the backups in backups/ are still there") from None
+        data = ledger_format.parse(raw, str(self.path))
+        self.files = {k: FileRecord.from_json(dict(v)) for k, v in data["files"].items()}
+        self.pending = data["pending"]
         return self
 
     def save(self) -> None:
-        data = {"format": 1, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
+        data = {"format": ledger_format.FORMAT, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
         if self.pending:
             data["pending"] = self.pending
-        self.home.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        private.ensure(str(self.home))
+        atomic_write(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                     mode=private.FILE_MODE)
 
     # ------------------------------------------------------------ backups
     def backup(self, data: bytes) -> str:
         digest = sha256(data)
-        path = self.backups / digest
-        if not path.exists() or sha256(path.read_bytes()) != digest:
-            self.backups.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, data, mode=0o600)
+        if self.read_backup(digest) is None:
+            private.ensure(str(self.backups))
+            atomic_write(self.backups / digest, data, mode=private.FILE_MODE)
         return digest
 
     def drop_unused_backups(self, candidates: Iterable[str]) -> None:
@@ -147,20 +150,29 @@ class Ledger:
         return named | {rec.original_sha256 for rec in self.files.values()}
 
     def read_backup(self, digest: str) -> Optional[bytes]:
-        try:
-            data = (self.backups / digest).read_bytes()
-        except OSError:
+        """The backup's bytes, or None when it is missing or not those bytes; refused when it is not private."""
+        if not private.check(str(self.backups), folder=True):
             return None
-        return data if sha256(data) == digest else None
+        data = private.read(str(self.backups / digest), BACKUP_LIMIT)
+        return data if data is not None and sha256(data) == digest else None
 
     # ------------------------------------------------------------ lock
     @contextlib.contextmanager
-    def locked(self, timeout: float = LOCK_TIMEOUT) -> Iterator["Ledger"]:
+    def locked(self, timeout: float = LOCK_TIMEOUT, recover: bool = True) -> Iterator["Ledger"]:
+        """Hold the state folder's lock and read the ledger; ``recover`` also puts back a change a dead
+        process left half-written (apply and revert do; a command that only reads reports it instead)."""
         import fcntl
 
-        self.home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.home / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        private.ensure(str(self.home))
+        lock = str(self.home / "lock")
         try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), private.FILE_MODE)
+        except OSError as exc:
+            raise private.refuse(lock, f"cannot be opened ({exc.strerror})", False) from None
+        try:
+            why = private.problem(os.fstat(fd), False)
+            if why is not None:
+                raise private.refuse(lock, why, False)
             deadline = time.monotonic() + timeout
             while True:
                 try:
@@ -172,7 +184,8 @@ class Ledger:
                                           hint="wait for it to finish and run the command again") from None
                     time.sleep(0.05)
             self.load()
-            self.recover()
+            if recover:
+                self.recover()
             yield self
         finally:
             os.close(fd)
@@ -188,10 +201,13 @@ class Ledger:
         named = self._named(records_before)
         pause = float(os.environ.get("PATCHKIT_TEST_SLOW_WRITE", "0") or 0)
         try:
-            for i, (path, _old, new) in enumerate(writes):
+            for i, (path, old, new) in enumerate(writes):
                 if pause and i:
                     time.sleep(pause)
-                write_source(Path(path), new)
+                write_source(Path(path), new, expected=old)
+        except Changed:
+            self.recover()  # the files written before it are put back; the caller may plan again
+            raise
         except OSError as exc:
             self.recover()
             raise LedgerError(f"writing failed: {exc.strerror or exc}; every file was put back",
@@ -220,82 +236,19 @@ class Ledger:
                 with contextlib.suppress(OSError):
                     stale.unlink()
             try:
-                current = sha256(path.read_bytes())
+                data = path.read_bytes()
             except OSError:
                 continue
+            current = sha256(data)
             if current == change["new"] and current != change["old"]:
                 old = self.read_backup(change["old"])
                 if old is not None:
-                    write_source(path, old)
+                    try:
+                        write_source(path, old, expected=data)
+                    except Changed:  # written by someone else since: it is theirs now
+                        continue
                     self.recovered.append(f"put back {path} (an earlier patchkit run stopped half-way)")
         self.restore_records(self.pending.get("records", {}))
         self.pending = None
         self.save()
         self.drop_unused_backups(named)
-
-
-def write_source(path: Path, data: bytes) -> None:
-    """Replace a target file atomically and drop its compiled copies, so no stale .pyc can shadow it.
-
-    A compiled copy that git tracks (a checkout that commits its .pyc files)
-    is kept: deleting it would be a change to the checkout.  Python still
-    checks a .pyc against the source's size and time before using it.
-    """
-    atomic_write(path, data)
-    stale = sorted(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
-    if stale and gitrepo.work_tree(path) is not None:  # os.path only; git only inside a git work tree
-        stale = _untracked(stale)
-    for pyc in stale:
-        with contextlib.suppress(OSError):
-            pyc.unlink()
-
-
-def _untracked(paths) -> list:
-    """Those of ``paths`` git does not track; none when git cannot tell."""
-    from .errors import PatchkitError
-
-    top = gitrepo.work_tree(paths[0]) if paths else None
-    if top is None:
-        return list(paths)
-    try:
-        tracked = gitrepo.tracked(top, paths)
-    except PatchkitError:
-        return []
-    if tracked is None:  # git cannot tell: keep them all
-        return []
-    return [p for p in paths if p not in tracked]
-
-
-def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new bytes, never a mix.
-
-    The file keeps its mode and, where the process may set it, its owner.
-    """
-    path = Path(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if mode is None:
-        mode = st.st_mode & 0o7777 if st else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".patchkit-tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        if st is not None and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
-            with contextlib.suppress(OSError):
-                os.chown(tmp, st.st_uid, st.st_gid)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dirfd = os.open(str(path.parent), os.O_RDONLY)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)

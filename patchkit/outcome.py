@@ -56,6 +56,7 @@ class Status(Shown):
     REVERTED_OUTSIDE = "reverted outside patchkit"
     MISSING = "missing"
     NO_RECORD = "applied (no record)"  # patchkit lines no record of this PATCHKIT_HOME explains
+    INTERRUPTED = "interrupted"  # a change a stopped patchkit left half-written; the next apply or revert ends it
 
 
 class FileOutcome(NamedTuple):

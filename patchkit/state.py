@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import List, NamedTuple, Optional, TYPE_CHECKING, Tuple
 
@@ -19,9 +18,12 @@ class FileStatus(NamedTuple):
     state: Status
     backup_ok: Optional[bool] = True  # None: no record, so no backup
     found: Optional[Found] = None
+    interrupted: str = ""  # Status.INTERRUPTED: the file a stopped change left half-written
 
     @property
     def path(self) -> str:
+        if self.interrupted:
+            return self.interrupted
         return self.record.path if self.record is not None else str(self.found.path)
 
     @property
@@ -31,6 +33,9 @@ class FileStatus(NamedTuple):
 
     def to_json(self) -> dict:
         """The row of ``status --json``; a row without a record has ``backup: null`` and null settings."""
+        if self.interrupted:
+            return {"path": self.interrupted, "relpath": None, "root": None, "state": self.state.value,
+                    "backup": None, "distribution": None, "version": None, "recipes": {}}
         if self.record is None:
             f = self.found
             return {"path": str(f.path), "relpath": f.relpath, "root": str(f.root), "state": self.state.value,
@@ -57,7 +62,7 @@ def status(ledger: Optional[Ledger] = None, root: Optional[str] = None) -> List[
     (default ``$PATCHKIT_ROOT``) or in this environment, holding patchkit lines no record explains."""
     from .ledger import Ledger
 
-    with (ledger or Ledger()).locked() as led:  # the lock also finishes recovering from a crashed run
+    with (ledger or Ledger()).locked(recover=False) as led:  # a read: a half-written change is only reported
         return _status(led, root)
 
 
@@ -65,10 +70,10 @@ def _status(led: Ledger, root: Optional[str] = None) -> List[FileStatus]:
     from . import unrecorded
     from .ledger import sha256
 
-    base = str(Path(root).expanduser().resolve()).rstrip(os.sep) + os.sep if root else ""
-    out = []
+    out = [FileStatus(None, Status.INTERRUPTED, None, interrupted=change["path"])
+           for change in (led.pending or {}).get("files", [])]
     for key, rec in sorted(led.files.items()):
-        if not key.startswith(base):
+        if not rec.under(root):
             continue
         path = Path(rec.path)
         try:

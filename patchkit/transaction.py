@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the ledger (hashlib, tempfile, json) is imported when a com
 
 Writes = List[tuple]  # (path, old bytes, new bytes) of each file to write
 Before = Dict[str, Optional[dict]]  # each changed record as it was (None: the file had none)
+TRIES = 3  # plans of one apply when another program keeps writing a target file meanwhile
 
 
 def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None, *,
@@ -46,8 +47,19 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     as it is made, before any check or write (the command line says what it skipped).
     """
     from .ledger import Ledger
+    from .targetfile import Changed
 
     ledger = ledger or Ledger()
+    args = (settings, root, ledger, allow_dirty, commit, skip_version_check, review, planned)
+    for _ in range(TRIES - 1):
+        try:
+            return _apply(*args)
+        except Changed:  # another program wrote a target file while it was planned: nothing was written, plan again
+            continue
+    return _apply(*args)
+
+
+def _apply(settings, root, ledger, allow_dirty, commit, skip_version_check, review, planned) -> List[FileOutcome]:
     with ledger.locked() as led:
         p = plan(settings, root, skip_version_check)
         if planned is not None:
@@ -131,9 +143,8 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
     outcomes, writes, before = [], [], {}
     commits: Dict[tuple, dict] = {}  # (work tree, branch) -> what apply --commit made, to take out after the files
     with ledger.locked() as led:
-        base = str(Path(root).expanduser().resolve()) if root else None
         for key, rec in sorted(led.files.items()):
-            if base and not key.startswith(base.rstrip(os.sep) + os.sep):
+            if not rec.under(root):
                 continue
             gone = set(rec.recipes) if everything else ids & set(rec.recipes)
             if not gone:

@@ -38,3 +38,28 @@ def test_a_second_read_comes_from_the_cache_and_a_changed_recipe_is_read_again(t
     assert again["vllm-decode"] == {e.id: e for e in first}["vllm-decode"]  # re-read, same content
     (patchkit_home / "catalogue.json").write_text("{broken")
     assert catalogue.entries() == list(again.values())
+
+
+def test_a_planted_cache_is_never_believed(patchkit_home):
+    """A cache that is not private, or names files outside the package, would steer status and revert."""
+    import json
+    import os
+
+    from patchkit import catalogue
+
+    fresh = catalogue.entries()
+    cache = patchkit_home / "catalogue.json"
+    kept = json.loads(cache.read_text())
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o600)
+    kept["entries"] = [e[:5] + [["../../../etc/passwd"]] for e in kept["entries"]]
+    cache.write_text(json.dumps(kept))
+    assert catalogue.entries() == fresh  # outside the package: read the recipes again
+    kept["entries"] = [e[:5] + [["verl/evil.py"]] for e in kept["entries"]]
+    cache.write_text(json.dumps(kept))
+    cache.chmod(0o666)  # writable by others: not read
+    assert catalogue.entries() == fresh
+    if os.geteuid() == 0:
+        cache.write_text(json.dumps(kept))
+        cache.chmod(0o600)
+        os.chown(cache, 65534, 65534)  # another user's: not read
+        assert catalogue.entries() == fresh

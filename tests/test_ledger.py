@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -9,21 +10,11 @@ import pytest
 
 from patchkit import api
 from patchkit.errors import LockedError
-from patchkit.ledger import Ledger, atomic_write, sha256
+from patchkit.ledger import Ledger, sha256
 
 from conftest import RECIPES, snapshot
 
 DP = "verl/workers/actor/dp_actor.py"
-
-
-def test_atomic_write_replaces_content_and_keeps_the_mode(tmp_path):
-    path = tmp_path / "f.py"
-    path.write_bytes(b"old\r\n")
-    path.chmod(0o640)
-    atomic_write(path, b"new\r\n")
-    assert path.read_bytes() == b"new\r\n"
-    assert path.stat().st_mode & 0o777 == 0o640
-    assert [p.name for p in tmp_path.iterdir()] == ["f.py"]  # no temporary file left behind
 
 
 def test_backups_are_content_addressed_and_checked(tmp_path):
@@ -106,7 +97,7 @@ def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
     assert os.path.exists(patchkit_home / "ledger.json")
 
 
-def test_a_change_left_half_written_is_put_back_by_the_next_command(tree, patchkit_home, capsys):
+def test_a_change_left_half_written_is_reported_by_status_and_put_back_by_the_next_revert(tree, patchkit_home):
     from click.testing import CliRunner
 
     from patchkit.cli import main
@@ -126,11 +117,18 @@ def test_a_change_left_half_written_is_put_back_by_the_next_command(tree, patchk
             original_sha256=sha256(f.data), patched_sha256=sha256(f.new_bytes()))
         led.save()
     f.path.write_bytes(f.new_bytes())
-    result = CliRunner().invoke(main, ["status"])
+    half_done = snapshot(root)
+    result = CliRunner().invoke(main, ["status"])  # a read: it says so, and changes no file outside the state folder
     assert result.exit_code == 0
+    assert f"interrupted  {f.path}" in result.stdout and "the next `patchkit apply` or `patchkit revert`" in result.stdout
+    assert snapshot(root) == half_done
+    status = json.loads(CliRunner().invoke(main, ["status", "--json"]).stdout)
+    assert [(row["path"], row["state"]) for row in status["files"]] == [(str(f.path), "interrupted"),
+                                                                         (str(f.path), "applied")]
+    result = CliRunner().invoke(main, ["revert", "--all"])
     assert "put back" in result.stderr and "stopped half-way" in result.stderr
-    assert "nothing applied" in result.stdout
     assert snapshot(root) == before
+    assert "nothing applied" in CliRunner().invoke(main, ["status"]).stdout
 
 
 def test_stale_compiled_copies_are_dropped_and_owner_and_mode_kept(tree):
@@ -258,7 +256,11 @@ def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patc
     assert snapshot(root) == original and saves[0] is not None
     assert kept <= _backups(patchkit_home)  # nothing deleted: the ledger on disk still records the patch
 
-    assert [s.state for s in api.status()] == ["applied"]  # recovery put the patched file back
+    assert [s.state for s in api.status()] == ["interrupted"]  # reported, not put back, by a read
+    assert snapshot(root) == original
+    led = Ledger()
+    with led.locked():  # what apply and revert do first: the patched file is put back
+        assert led.recovered
     assert snapshot(root) == patched
     api.revert([], everything=True)
     assert snapshot(root) == original

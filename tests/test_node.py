@@ -121,6 +121,9 @@ def test_a_change_put_back_after_a_killed_run_is_said(tree, patchkit_home):
                        "records": {}}
         led.save()
     (root / DP).write_bytes(f.new_bytes())
-    r = run("status", label="", root=None)
+    r = run("status", label="", root=None)  # a read reports it and writes nothing
+    assert r.ok and r.state == "interrupted" and r.files[0]["path"] == str(f.path)
+    assert (root / DP).read_bytes() == f.new_bytes()
+    r = run("revert", label="", recipes=[], everything=True, root=None)
     assert r.message.startswith(f"note: put back {f.path} (an earlier patchkit run stopped half-way)")
     assert (root / DP).read_bytes() == original

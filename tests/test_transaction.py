@@ -177,3 +177,32 @@ def test_a_revert_that_would_leave_a_file_that_does_not_compile_writes_nothing(t
     assert path.read_text() == edited
     [outcome] = api.revert(["verl-fsdp-update"], force=True)  # the backup, edits discarded
     assert outcome.state is Outcome.REVERTED_EDITS_DISCARDED
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_status_and_revert_under_root_see_what_apply_did_through_a_symlink(tree, tmp_path, link):
+    """--root names the folder apply was given; the ledger keeps the resolved file: both must meet."""
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    real = tree("verl-0.6")
+    original = (real / DP).read_bytes()
+    root = tmp_path / "root"
+    if link == "folder":  # root/verl -> the real package
+        root.mkdir()
+        (root / "verl").symlink_to(real / "verl")
+    else:  # a copy of the package whose dp_actor.py is a link to the real file
+        shutil.copytree(real, root, symlinks=True)
+        (root / DP).unlink()
+        (root / DP).symlink_to(real / DP)
+    linked = root / ("verl" if link == "folder" else DP)
+    cli = CliRunner()
+    assert cli.invoke(main, ["apply", R, "--root", str(root)]).exit_code == 0
+    assert linked.is_symlink() and (real / DP).read_bytes() != original  # patched through the link, link kept
+    status = cli.invoke(main, ["status", "--root", str(root)])
+    assert status.exit_code == 0 and f"applied     {R}  {(real / DP).resolve()}" in status.stdout
+    reverted = cli.invoke(main, ["revert", "--all", "--root", str(root)])
+    assert reverted.exit_code == 0 and "1 file(s) handled" in reverted.stderr
+    assert (real / DP).read_bytes() == original and linked.is_symlink()
+    assert "nothing applied" in cli.invoke(main, ["status", "--root", str(root)]).stdout
