@@ -61,6 +61,41 @@ def applied_ids(text: str) -> List[str]:
     return ids
 
 
+# What patchkit writes before its marker (see patchkit.codegen): the module header's lines, and a point's
+# statement, `if GUARD: ...` line or decorator, all calling _patchkit_runtime.
+_WRITTEN = re.compile(r"""\s*(?:
+    import\ patchkit\.runtime\ as\ _patchkit_runtime
+  | except\ Exception\ as\ _patchkit_missing:
+  | _patchkit_runtime\ =\ .*
+  | __import__\("sys"\)\.stderr\.write\(.*_patchkit_missing.*\)
+  | @?_patchkit_runtime\.\w+\(.*\)
+  | if\ .*:\ _patchkit_runtime\.\w+\(.*\)
+)""", re.X)
+# the header's block lines around the import above (`except Exception: pass`: as earlier versions wrote it)
+_SKELETON = ("try:", "except Exception:", "pass", "except Exception: pass")
+
+
+def foreign_line(text: str) -> Optional[Tuple[int, int, str]]:
+    """The first line (number, column of its marker, recipe id) that ends in patchkit's marker but is not one
+    patchkit writes: taking the marked lines out would take it out too, so the original could not be given back."""
+    if "  # patchkit:" not in text:
+        return None
+    lines = split_lines(text)
+    headers = {found.group(1) for found in (re.search(r"^\s*import patchkit\.runtime as _patchkit_runtime  "
+                                                      r"# patchkit:([a-z0-9][a-z0-9._-]*)$", line.rstrip("\r\n"))
+                                            for line in lines) if found}
+    for number, line in enumerate(lines, 1):
+        body = line.rstrip("\r\n")
+        found = re.search(r"(?<=\S)  # patchkit:([a-z0-9][a-z0-9._-]*)$", body)
+        if found is None:
+            continue
+        code = body[: found.start()]
+        if _WRITTEN.fullmatch(code) or (code.strip() in _SKELETON and found.group(1) in headers):
+            continue
+        return number, found.start() + 3, found.group(1)
+    return None
+
+
 def _mentions(line: str, recipe_id: str) -> bool:
     """``line`` names ``recipe_id`` as a marker (``patchkit:verl-fsdp`` is not in ``patchkit:verl-fsdp-update``)."""
     return re.search(rf"patchkit:{re.escape(recipe_id)}(?![a-z0-9._-])", line) is not None

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence, Tuple
 
-import yaml
-
 from . import replicas
 from . import vocabulary as v
-from .errors import Location, OverrideError
+from .errors import Location, OverrideError, RecipeError
+from .yamlpos import load, shorten
 
 
 def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any):
@@ -21,13 +20,9 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
         key, sep, raw = text.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise OverrideError(f"{text!r} is not KEY=VALUE", Location("<command line>"),
+            raise OverrideError(f"{shorten(text)!r} is not KEY=VALUE", Location("<command line>"),
                                 "write overrides as schedule.active=3 or granularity=micro")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            raise OverrideError(f"{text}: the value is not valid YAML", Location("<command line>"),
-                                "quote it, e.g. profiler.save_path='./out dir'") from None
+        value = _value(text, raw)
         parts = replicas.SHORT_KEYS.get(key, tuple(key.split(".")))
         if len(parts) == 1 and parts[0] in option_names:
             if not isinstance(value, str):
@@ -44,11 +39,25 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
             data[parts[0]] = section
         else:
             close = _close_keys(key, valid)
-            guess = f"did you mean {' or '.join(f'{k}={raw.strip()}' for k in close)}? " if close else ""
-            raise OverrideError(f"unknown override key {key!r}", Location("<command line>"),
+            guess = f"did you mean {' or '.join(f'{k}={shorten(raw.strip())}' for k in close)}? " if close else ""
+            raise OverrideError(f"unknown override key {shorten(key)!r}", Location("<command line>"),
                                 guess + "valid keys: " + ", ".join(valid))
         overridden[parts] = text
     return data, overridden, chosen
+
+
+def _value(text: str, raw: str) -> Any:
+    """The value of ``KEY=VALUE`` read as YAML, with a recipe's bounds (numbers, size, aliases)."""
+    if not raw.strip():
+        return ""
+    try:
+        value, _ = load(raw, "<command line>")
+    except RecipeError as exc:
+        syntax = exc.message.startswith(("YAML syntax error", "not a YAML document"))
+        raise OverrideError(f"{shorten(text)}: " + ("the value is not valid YAML" if syntax else exc.message),
+                            Location("<command line>"),
+                            "quote it, e.g. profiler.save_path='./out dir'" if syntax else exc.hint) from None
+    return value
 
 
 def _valid_override_keys(option_names: Sequence[str]) -> List[str]:

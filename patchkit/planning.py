@@ -12,7 +12,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import DISTRIBUTION, gitrepo
 from .errors import AnchorError, Location, TargetError
-from .marks import decode
+from .marks import decode, foreign_line
 from .model import Applied, CannotApply, Point, Settings, TransformResult
 from .targets import Installed, check_version, locate
 
@@ -143,11 +143,29 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
     except OSError as exc:
         raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
     text, encoding = decode(data, path)
+    _check_no_foreign_marks(text, path)
     from . import engine  # the engine (and libcst) only for commands that transform
 
     outcome = engine.transform(text, settings, points, str(path))
     seen[key] = FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via)
     return seen[key]
+
+
+def _check_no_foreign_marks(text: str, path: Path) -> None:
+    """Refuse a file with a line that ends in patchkit's marker but is not one patchkit writes.
+
+    Patchkit finds its own lines by that marker: applying takes the recipe's
+    marked lines out before putting them in again, and the backup is the file
+    with every marked line taken out.  A line of the user's own with the marker
+    would be lost from the file and from the original revert gives back.
+    """
+    found = foreign_line(text)
+    if found is not None:
+        line, col, rid = found
+        raise AnchorError(f"this line ends in `# patchkit:{rid}`, patchkit's marker for its own lines, but patchkit "
+                          "did not write it: patchkit takes such lines out to find the original, so revert could "
+                          "not give it back", Location(str(path), line, col),
+                          f"remove that comment or change it (e.g. to `# patchkit {rid}`), then run the command again")
 
 
 def _choose(settings: Settings, installed: Installed, candidates: Sequence[str], points: List[Point],

@@ -14,7 +14,7 @@ and examples, :mod:`patchkit.recipe_points` the points, and
 
 from __future__ import annotations
 
-import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -23,11 +23,12 @@ from . import model as m
 from . import recipe_parts as parts
 from . import recipe_points, replicas
 from . import vocabulary as v
-from .catalogue import builtin_dir, builtin_ids
+from .catalogue import builtin_ids
 from .errors import Location, OverrideError, RecipeError
 from .overrides import apply_overrides
+from .recipe_files import read_text, recipe_path  # noqa: F401  (where the command line reads a RECIPE argument)
 from .recipe_reader import Reader, check_relative, did_you_mean, is_identifier, is_recipe_id, kind_of, name_of
-from .yamlpos import Marks
+from .yamlpos import Marks, shorten
 from .yamlpos import load as load_yaml
 
 FORMAT_KEYS = {
@@ -46,28 +47,10 @@ FORMAT_KEYS = {
 }
 REQUIRED = ("id", "description", "target", "points")
 TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags")
+DISTRIBUTION_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")  # PEP 508, at most 200 characters
 
 
 # ---------------------------------------------------------------- loading
-
-def read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RecipeError(f"cannot read recipe: {exc.strerror}", Location(str(path)),
-                          "pass a built-in recipe id (see `patchkit list`) or the path of a .yaml file") from None
-    if b"\x00" in raw:
-        raise RecipeError("not a text file (it contains NUL bytes)", Location(str(path)),
-                          "a recipe is a UTF-8 YAML file")
-    if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark (by hand: the utf-8-sig codec is one more import)
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise RecipeError("not UTF-8 text", Location(str(path), line),
-                          "save the recipe as UTF-8") from None
-
 
 def load_recipe(path: Path, overrides: Sequence[str] = (), check_id: bool = True) -> m.Settings:
     """Read, override and validate one recipe file."""
@@ -89,7 +72,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     r = Reader(data, marks, path, overridden)
     r.mapping((), FORMAT_KEYS, REQUIRED)
 
-    rid = r.string(("id",))
+    rid = r.name(("id",), "id")
     if not is_recipe_id(rid):
         raise r.fail(("id",), f"id {rid!r} is not a valid recipe id",
                      "use lower-case letters, digits, '-', '.' and '_' (e.g. verl-fsdp-update)")
@@ -114,7 +97,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     for option in options:
         value = chosen.get(option.name, option.default)
         if value not in option.choices:
-            raise OverrideError(f"{option.name}={value}: not one of {', '.join(option.choices)}",
+            raise OverrideError(f"{option.name}={shorten(value)}: not one of {', '.join(option.choices)}",
                                 Location("<command line>"),
                                 did_you_mean(value, option.choices, option.name + "=")
                                 + f"use {option.name}=" + "|".join(option.choices))
@@ -167,11 +150,14 @@ def _backend(r: Reader) -> str:
 
 def _target(r: Reader) -> m.Target:
     t = r.mapping(("target",), TARGET_KEYS, ("package", "files"))
-    package = r.string(("target", "package"))
+    package = r.name(("target", "package"), "package")
     if not is_identifier(package):
         raise r.fail(("target", "package"), f"package {package!r} is not a top-level import name",
                      "write the name you would `import`, e.g. vllm_ascend")
-    distribution = r.string(("target", "distribution")) if "distribution" in t else package
+    distribution = r.name(("target", "distribution"), "distribution") if "distribution" in t else package
+    if "distribution" in t and not DISTRIBUTION_NAME.fullmatch(distribution):
+        raise r.fail(("target", "distribution"), f"distribution {distribution!r} is not a distribution name",
+                     "write the name pip installs, e.g. vllm-ascend (letters, digits, '.', '_' and '-')")
     versions = r.string(("target", "versions")) if "versions" in t else ""
     if versions:
         from .versions import check as check_versions
@@ -184,7 +170,7 @@ def _target(r: Reader) -> m.Target:
     files = r.strings(("target", "files"))
     for i, f in enumerate(files):
         check_relative(r, ("target", "files", i), f)
-    instead = r.string(("target", "instead")) if "instead" in t else ""
+    instead = r.name(("target", "instead"), "instead") if "instead" in t else ""
     if instead and not is_recipe_id(instead):
         raise r.fail(("target", "instead"), f"instead {instead!r} is not a recipe id", "name the recipe to use outside this range")
     tags = tuple(r.strings(("target", "tags"))) if "tags" in t else ()
@@ -248,6 +234,9 @@ def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
         path = r.string(here)
         if "\x00" in path:
             raise r.fail(here, f"{name_of(here)} contains a NUL byte", "use a plain directory path")
+        if len(path) > 4096 or any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in path.split("/")):
+            raise r.fail(here, f"{name_of(here)} is too long ({len(path)} characters)",
+                         "use a real folder: at most 4096 characters, each part of it at most 255 bytes")
         return path
     if kind == v.RANKS:
         value = r.get(here)
@@ -273,23 +262,6 @@ def _setting(r: Reader, here: Tuple[Any, ...], setting: v.Setting) -> Any:
 
 
 # ---------------------------------------------------------------- the built-in recipes
-
-def recipe_path(ref: str) -> Path:
-    """A built-in id or a path to a recipe file."""
-    if ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref:
-        path = Path(ref)
-        if not path.is_file():
-            raise RecipeError(f"no recipe file {ref}", Location(ref), "check the path, or use a built-in id from `patchkit list`")
-        return path
-    path = builtin_dir() / f"{ref}.yaml"
-    if not path.is_file():
-        from difflib import get_close_matches
-
-        close = get_close_matches(ref, builtin_ids(), n=1)
-        hint = f"did you mean {close[0]}?" if close else "see `patchkit list` for the built-in recipes"
-        raise RecipeError(f"no built-in recipe {ref!r}", None, hint)
-    return path
-
 
 def load(ref: str, overrides: Sequence[str] = (), backend: Optional[str] = None) -> m.Settings:
     extra = [f"backend={backend}"] if backend else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Tuple
 
 from . import model as m
-from .recipe_reader import Reader, is_identifier, name_of
+from .recipe_reader import Reader, check_length, is_identifier, name_of
 
 OPTION_KEYS = ("choices", "default", "help")
 EXAMPLE_KEYS = ("name", "options", "before", "after", "unchanged", "reason")
@@ -20,11 +20,13 @@ def options(r: Reader) -> Tuple[m.Option, ...]:
     out = []
     for name in opts:
         here = ("options", name)
+        check_length(r, here, name, "option name", key=True)
         if not is_identifier(name) or name in OVERRIDABLE:
             raise r.fail(here, f"option name {name!r} is not a valid name", "use a plain lower-case word such as granularity", key=True)
         o = r.mapping(here, OPTION_KEYS, ("choices", "default"))
         choices = r.strings(here + ("choices",))
         for i, c in enumerate(choices):
+            check_length(r, here + ("choices", i), c, "choice")
             if not is_identifier(c):
                 raise r.fail(here + ("choices", i), f"choice {c!r} is not a plain word", "use letters, digits and _")
         default = r.string(here + ("default",))
@@ -42,6 +44,7 @@ def roles(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[Tuple[str, str], ..
                      "write e.g. `ref: self.actor_optimizer is None`")
     out = []
     for name in roles:
+        check_length(r, ("roles", name), name, "role name", key=True)
         if not is_identifier(name):
             raise r.fail(("roles", name), f"role name {name!r} is not a plain word", "use letters, digits and _", key=True)
         out.append((name, r.expression(("roles", name))))

@@ -14,12 +14,16 @@ POINT_KEYS = ("class", "method", "function", "nested", "at", "action", "call", "
               "reason", "name")
 LABELLED = ("range", "mark")  # the actions that take `name:`
 LOOP_KEYS = ("iter", "target", "calls", "while")
+MAX_POINTS = 1000  # the shipped recipes have at most a dozen; each point is one more scan of the target
 
 
 def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
     pts = r.get(("points",))
     if not isinstance(pts, list) or not pts:
         raise r.fail(("points",), "points must be a non-empty list", "list where the start and step calls go")
+    if len(pts) > MAX_POINTS:
+        raise r.fail(("points",), f"the recipe has {len(pts)} points; a recipe has at most {MAX_POINTS}",
+                     "a recipe needs a few points (start, step, maybe a refusal); split the rest into other recipes")
     out = []
     for i in range(len(pts)):
         here = ("points", i)
@@ -27,7 +31,7 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
         for key in ("class", "method", "function", "nested"):
             if key not in p:
                 continue
-            name = r.string(here + (key,))
+            name = r.name(here + (key,), key)
             if not is_identifier(name):
                 raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
         cls, method = _scope(r, here, p)
@@ -39,7 +43,7 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
                          "remove `action:` from this point" if v.DEFAULT_ACTION in kind.actions else
                          f"use `action: {kind.actions[0]}`, or another `at:`")
         _check_needs(r, here, p, kind)
-        call = r.string(here + ("call",)) if "call" in kind.needs else None
+        call = r.name(here + ("call",), "call") if "call" in kind.needs else None
         if call is not None and not is_dotted(call):
             raise r.fail(here + ("call",), f"call {call!r} is not a dotted name", "write e.g. self._optimizer_step")
         loop: Tuple[m.LoopSelector, ...] = _loop(r, here + ("loop",)) if "loop" in kind.needs else ()
@@ -136,7 +140,7 @@ def _loop(r: Reader, here: Tuple[Any, ...]) -> Tuple[m.LoopSelector, ...]:
         if not sel:
             raise r.fail(sub, "a loop selector needs iter, target, calls or while", "write e.g. `{iter: micro_batches}`")
         for key in sel:
-            name = r.string(sub + (key,))
+            name = r.name(sub + (key,), f"loop {key}")
             ok = is_dotted(name) if key in ("calls", "iter", "while") else is_identifier(name)
             if not ok:
                 raise r.fail(sub + (key,), f"loop {key} {name!r} is not a valid name", "write a Python name (calls: a dotted name)")

@@ -1,33 +1,47 @@
-"""Typed access to a recipe's YAML data, and the checks of names and guards, with errors at the right line."""
+"""Typed access to a recipe's YAML data, and the checks of names, with errors at the right line.
+
+Names are bounded (:data:`MAX_NAME`) before they are checked or shown; guards
+and roles are checked by :mod:`patchkit.guards`.
+"""
 
 from __future__ import annotations
 
-import ast
 import keyword
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import Location, OverrideError, RecipeError
-from .yamlpos import KEY, Marks
+from .guards import ALLOWED, check_expression
+from .yamlpos import KEY, Marks, shorten
 
 _ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ID_CHARS = _ID_FIRST | frozenset("._-")
+MAX_NAME = 200  # ids, packages, classes, calls: far beyond real names, well under a file name's 255 bytes
+MAX_MESSAGE = 600  # an error's message, values quoted in it included
 
 
 def is_identifier(name: Any) -> bool:
-    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+    return isinstance(name, str) and len(name) <= MAX_NAME and name.isidentifier() and not keyword.iskeyword(name)
 
 
 def is_recipe_id(name: str) -> bool:
-    """Lower-case letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit."""
-    return bool(name) and name[0] in _ID_FIRST and _ID_CHARS.issuperset(name)
+    """Lower-case letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit; at most 200 of them."""
+    return bool(name) and len(name) <= MAX_NAME and name[0] in _ID_FIRST and _ID_CHARS.issuperset(name)
 
 
 def is_dotted(name: Any) -> bool:
-    """``a.b.c``: ASCII identifiers, no keywords, joined by dots."""
-    return isinstance(name, str) and all(
+    """``a.b.c``: ASCII identifiers, no keywords, joined by dots; at most 200 characters."""
+    return isinstance(name, str) and len(name) <= MAX_NAME and all(
         part.isascii() and part.isidentifier() and not keyword.iskeyword(part) for part in name.split(".")
     )
+
+
+def check_length(r: "Reader", here: Tuple[Any, ...], name: Any, what: str, key: bool = False) -> None:
+    """A name longer than :data:`MAX_NAME` is refused before anything shows it or makes a path of it."""
+    if isinstance(name, str) and len(name) > MAX_NAME:
+        raise r.fail(here, f"{what} {shorten(name, 40)!r} is {len(name)} characters long; "
+                     f"a name has at most {MAX_NAME}",
+                     "write the real name (the one in the source or on PyPI)", key=key)
 
 
 class Reader:
@@ -44,9 +58,11 @@ class Reader:
         return Location(self.path, line, col)
 
     def fail(self, here: Tuple[Any, ...], message: str, hint: str, key: bool = False) -> RecipeError:
+        message = shorten(message, MAX_MESSAGE)  # a value echoed in it may be a 100k string or list
         for n in range(len(here), 0, -1):
             if here[:n] in self.overridden:
-                return OverrideError(f"{self.overridden[here[:n]]}: {message}", Location("<command line>"), hint)
+                typed = shorten(self.overridden[here[:n]])
+                return OverrideError(f"{typed}: {message}", Location("<command line>"), hint)
         return RecipeError(message, self.where(here, key), hint)
 
     def get(self, here: Tuple[Any, ...]) -> Any:
@@ -74,9 +90,18 @@ class Reader:
 
     def string(self, here: Tuple[Any, ...], what: str = "a string") -> str:
         value = self.get(here)
-        if not isinstance(value, str) or not value.strip():
+        if isinstance(value, str) and not value.strip():
+            keep = ", or leave it out to keep the default" if here[:1] in (("profiler",), ("schedule",)) else ""
+            raise self.fail(here, f"{name_of(here)} must not be empty", f"write {name_of(here)} as {what}{keep}")
+        if not isinstance(value, str):
             raise self.fail(here, f"{name_of(here)} must be {what}, not {kind_of(value)}",
                             f"write {name_of(here)} as {what}")
+        return value
+
+    def name(self, here: Tuple[Any, ...], what: str) -> str:
+        """A string used as a name (an import name, a class, a recipe id): at most :data:`MAX_NAME` characters."""
+        value = self.string(here)
+        check_length(self, here, value, what)
         return value
 
     def integer(self, here: Tuple[Any, ...], minimum: int) -> int:
@@ -121,36 +146,11 @@ class Reader:
         return out
 
     def expression(self, here: Tuple[Any, ...]) -> str:
+        """A guard or role: a restricted expression (see :mod:`patchkit.guards`)."""
         text = self.string(here, "a Python expression")
-        return check_expression(text, lambda msg: self.fail(here, msg, "write one Python expression on one line, e.g. `self.actor_optimizer is None`"))
-
-
-MAX_GUARD_DEPTH = 40  # far beyond any real guard; deep nesting would exhaust the parsers' recursion
-
-
-def check_expression(text: str, fail) -> str:
-    """Parse a guard expression; return it as the one ASCII line that will be inserted."""
-    text = text.strip()
-    if not text.isascii():
-        raise fail(f"a guard must be ASCII (the target file's encoding may not hold other characters): {text!r}; "
-                   "write other characters in strings as \\u escapes")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as exc:
-        raise fail(f"not a valid Python expression: {text!r} ({exc.msg})") from None
-    except (RecursionError, MemoryError):
-        raise fail(f"the guard is nested too deeply ({len(text)} characters)") from None
-    depth = {id(tree): 0}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
-            raise fail(f"{type(node).__name__.lower()} is not allowed in a guard: {text!r}")
-        for child in ast.iter_child_nodes(node):
-            depth[id(child)] = depth[id(node)] + 1
-            if depth[id(child)] > MAX_GUARD_DEPTH:
-                raise fail(f"the guard is nested more than {MAX_GUARD_DEPTH} levels deep: {text[:60]!r}...")
-    if any(not (" " <= ch <= "~") for ch in text) or "#" in text:  # tabs, form feeds, newlines, comments
-        return ast.unparse(tree)
-    return text
+        hint = ("write one expression on one line that only reads values, e.g. `self.actor_optimizer is None`; "
+                f"allowed: {ALLOWED}")
+        return check_expression(text, lambda msg: self.fail(here, msg, hint))
 
 
 def kind_of(value: Any) -> str:
@@ -173,7 +173,15 @@ def did_you_mean(value: Any, allowed: Sequence[str], prefix: str = "") -> str:
     return f"did you mean {prefix}{close[0]}? " if close else ""
 
 
+MAX_PATH = 1024  # a target file's path inside the root; each part at most 255 bytes, as file systems allow
+
+
 def check_relative(r: Reader, here: Tuple[Any, ...], f: str) -> None:
+    if len(f) > MAX_PATH or any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in f.split("/")):
+        raise r.fail(here, f"target file {shorten(f)!r} is too long ({len(f)} characters)",
+                     f"write the file's real path: at most {MAX_PATH} characters, each part at most 255 bytes")
+    if "\x00" in f:
+        raise r.fail(here, f"target file {f!r} contains a NUL byte", "write the file's path as it is in the package")
     p = Path(f)
     if p.is_absolute() or f.startswith(("/", "\\")) or (f[1:2] == ":" and f[:1].isascii() and f[:1].isalpha()):
         raise r.fail(here, f"target file {f!r} is absolute", "write paths relative to the package root, e.g. verl/workers/actor/dp_actor.py")

@@ -101,3 +101,34 @@ def test_a_file_that_does_not_decode_names_itself(data):
         marks.decode(data, Path("/site/pkg/f.py"))
     assert exc.value.where.path == "/site/pkg/f.py" and "cannot decode the file" in exc.value.message
     assert exc.value.hint
+
+
+# ---------------------------------------------------------------- lines ending in the marker that patchkit did not write
+
+def test_the_lines_patchkit_writes_are_its_own():
+    from patchkit import codegen
+    from patchkit.recipe import all_recipes
+
+    for settings in all_recipes():
+        header = "".join(line + "\n" for line in codegen.header_lines(settings))
+        points = "".join(f"    {line}\n" for p in settings.active_points() for line in codegen.shown(settings, p)
+                         if line != "<the statement>")
+        assert marks.foreign_line("import os\n" + header + "def f():\n" + points) is None, settings.id
+    assert marks.foreign_line(SOURCE) is None and marks.foreign_line("x = 1  # patchkit\n") is None
+    earlier = ("try:  # patchkit:a\n    import patchkit.runtime as _patchkit_runtime  # patchkit:a\n"
+               "    except Exception: pass  # patchkit:a\n")  # a header as an earlier patchkit wrote it
+    assert marks.foreign_line(earlier) is None
+
+
+@pytest.mark.parametrize("line", [
+    "USER_FLAG = 1  # patchkit:verl-fsdp-update",  # the case: the user's own line with the marker
+    "print('kept')  # patchkit:other-recipe",
+    "    return compute(x)  # patchkit:a",
+    "pass  # patchkit:a",  # the header's `pass`, but no header of recipe a in the file
+    "if x: do()  # patchkit:a",
+])
+def test_a_marked_line_patchkit_does_not_write_is_found_with_its_place(line):
+    text = "import os\n" + line + "\nx = 2\n"
+    col = line.index("  # patchkit:") + 3
+    assert marks.foreign_line(text) == (2, col, line.rsplit(":", 1)[1])
+    assert marks.strip(text) == "import os\nx = 2\n"  # what patchkit would otherwise lose

@@ -48,3 +48,25 @@ def test_a_key_like_no_other_gets_the_list_without_a_guess():
     with pytest.raises(OverrideError) as info:
         apply_overrides(DATA, ["zzzz=1"], OPTIONS)
     assert "did you mean" not in info.value.hint and "granularity" in info.value.hint
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("schedule.wait=" + "9" * 5000, "is too large: patchkit reads whole numbers of at most 18 digits"),
+    ("granularity=" + "9" * 5000, "is too large"),  # an option's value is read as YAML too
+    ("profiler.ranks=[0, " + "9" * 5000 + "]", "is too large"),
+    ("profiler.save_path=.inf", "'.inf' is not a finite number"),
+    ("profiler.contents=" + "[" * 3000 + "]" * 3000, "nested too deeply"),
+    ("profiler.contents=[&a [x, x, x, x, x, x, x, x, x, x], " + ", ".join(["*a"] * 20_000) + "]",
+     "aliases expand the document too far"),
+])
+def test_values_past_a_recipe_s_bounds_are_command_line_errors(text, fragment):
+    with pytest.raises(OverrideError) as info:
+        apply_overrides(DATA, [text], OPTIONS)
+    assert fragment in info.value.message and info.value.where.path == "<command line>" and info.value.hint
+    assert len(info.value.message) < 300  # the override is shortened, not echoed whole
+
+
+def test_a_huge_key_is_not_echoed_whole():
+    with pytest.raises(OverrideError) as info:
+        apply_overrides(DATA, ["k" * 100_000 + "=1"], OPTIONS)
+    assert "unknown override key 'kkkk" in info.value.message and len(info.value.message) < 200

@@ -120,3 +120,58 @@ def test_every_dependency_of_patchkit_counts_as_its_own():
     block = block[: block.index("]")]
     required = {re.match(r"[A-Za-z0-9_.-]+", item).group(0).lower() for item in re.findall(r'"([^"]+)"', block)}
     assert required <= set(OWN_DEPENDENCIES.values())
+
+
+# ---------------------------------------------------------------- a line of the user's own that ends in the marker
+
+def _with_user_line(root, line: str, after: int = 10) -> int:
+    lines = (root / DP).read_text().splitlines(keepends=True)
+    lines.insert(after, line + "\n")
+    (root / DP).write_text("".join(lines))
+    return after + 1
+
+
+@pytest.mark.parametrize("marker", ["verl-fsdp-update", "someone-else"])
+def test_a_user_line_ending_in_the_marker_is_refused_before_apply_with_its_place(tree, patchkit_home, marker):
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    root = tree("verl-0.6")
+    number = _with_user_line(root, f"USER_FLAG = 1  # patchkit:{marker}")
+    before = snapshot(root)
+    for command in ("apply", "diff"):
+        result = CliRunner().invoke(main, [command, "verl-fsdp-update", "--root", str(root)])
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert (f"error: {(root / DP).resolve()}:{number}:16: this line ends in `# patchkit:{marker}`, patchkit's marker "
+                "for its own lines, but patchkit did not write it") in result.stderr, result.stderr
+        assert "revert could not give it back" in result.stderr
+        assert "hint: remove that comment or change it" in result.stderr
+    assert snapshot(root) == before
+    assert [p.name for p in Path(patchkit_home).iterdir() if p.name != "lock"] == []  # no ledger, no backup
+    with pytest.raises(AnchorError):
+        planning.plan(load("verl-fsdp-update"), str(root))
+
+
+def test_once_the_comment_is_changed_apply_and_revert_give_the_line_back(tree):
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    root = tree("verl-0.6")
+    _with_user_line(root, "USER_FLAG = 1  # patchkit verl-fsdp-update")
+    before = snapshot(root)
+    assert CliRunner().invoke(main, ["apply", "verl-fsdp-update", "--root", str(root)]).exit_code == 0
+    assert CliRunner().invoke(main, ["apply", "verl-fsdp-update", "--root", str(root)]).exit_code == 0  # its own lines
+    assert CliRunner().invoke(main, ["revert", "verl-fsdp-update", "--root", str(root)]).exit_code == 0
+    assert snapshot(root) == before
+
+
+def test_a_file_patched_by_another_recipe_still_plans(tree):
+    root = tree("verl-0.6")
+    first = planning.plan(load("verl-fsdp-update"), str(root)).files[0]
+    (root / DP).write_bytes(first.new_bytes())
+    [again] = planning.plan(load("verl-fsdp-logprob"), str(root)).files
+    assert again.changes

@@ -75,7 +75,7 @@ CASES = [
     ("class not a name", "class: A", "class: A B", 14, "is not a Python name"),
     ("bad guard", "ref: self.opt is None", "ref: self.opt is", 12, "not a valid Python expression"),
     ("lambda guard", "ref: self.opt is None", "ref: '(lambda: 1)()'", 12, "lambda is not allowed"),
-    ("walrus guard", "ref: self.opt is None", "ref: '(x := 1)'", 12, "namedexpr is not allowed"),
+    ("walrus guard", "ref: self.opt is None", "ref: '(x := 1)'", 12, "assignment expression (:=) is not allowed"),
     ("statement guard", "ref: self.opt is None", "ref: 'import os'", 12, "not a valid Python expression"),
     ("two-line guard", "ref: self.opt is None", "ref: \"a\\nb\"", 12, "not a valid Python expression"),
     ("missing target", "target:\n  package: pkg\n  files: [pkg/mod.py]\n", "", 1, "missing the required key 'target'"),
@@ -125,7 +125,8 @@ def test_each_kind_of_bad_recipe_names_its_line(tmp_path, what, old, new, line, 
     (b"id: caf\xe9\n", "not UTF-8"),
     ("a: &x [*x]\n", "a YAML alias refers to itself"),
     ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
-     "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n", "too large"),
+     "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n",
+     "aliases expand the document too far"),
     ("? [a, b]\n: c\n", "a mapping key must be a plain name"),
 ])
 def test_malformed_documents(tmp_path, text, fragment):

@@ -83,7 +83,7 @@ def test_a_value_set_on_the_command_line_is_blamed_on_the_override():
 @pytest.mark.parametrize("text,fragment", [
     ("self.a is", "not a valid Python expression"),
     ("(lambda: 1)()", "lambda is not allowed"),
-    ("(y := 2)", "namedexpr is not allowed"),
+    ("(y := 2)", r"assignment expression \(:=\) is not allowed"),
     ("'\u00e9'", "must be ASCII"),
     ("-" * 60 + "1", "nested"),
 ])
@@ -107,3 +107,57 @@ def test_names():
     assert name_of(("points", 0, "at")) == "points[0].at" and name_of(()) == "value"
     assert did_you_mean("levl1", ("level0", "level1"), "profiler.level=") == "did you mean profiler.level=level1? "
     assert did_you_mean("zzz", ("level0",)) == "" and did_you_mean(3, ("a",)) == ""
+
+
+# ---------------------------------------------------------------- bounds (issue 21)
+
+def bounded(text: str, overridden=None):
+    data, marks = load(text, "r.yaml")
+    return Reader(data, marks, "r.yaml", overridden or {})
+
+
+def test_an_empty_string_must_not_be_empty_not_a_string():
+    r = bounded("profiler: {save_path: ''}\ndescription: '  '\n")
+    with pytest.raises(RecipeError) as info:
+        r.string(("profiler", "save_path"))
+    assert info.value.message == "profiler.save_path must not be empty" and where(info.value) == ("r.yaml", 1, 23)
+    assert "leave it out to keep the default" in info.value.hint
+    with pytest.raises(RecipeError, match="^description must not be empty$"):
+        r.string(("description",))
+    with pytest.raises(OverrideError, match="^profiler.save_path=: profiler.save_path must not be empty$"):
+        bounded("profiler: {save_path: ''}\n", {("profiler", "save_path"): "profiler.save_path="}).string(
+            ("profiler", "save_path"))
+
+
+def test_a_name_is_bounded_before_it_is_checked_or_shown():
+    r = bounded("package: " + "p" * 201 + "\nok: " + "q" * 200 + "\n")
+    with pytest.raises(RecipeError) as info:
+        r.name(("package",), "package")
+    assert info.value.message.endswith("is 201 characters long; a name has at most 200") and len(info.value.message) < 120
+    assert where(info.value) == ("r.yaml", 1, 10)
+    assert r.name(("ok",), "package") == "q" * 200
+    assert not is_identifier("p" * 201) and not is_dotted("a." * 100 + "b") and not is_recipe_id("r" * 201)
+
+
+@pytest.mark.parametrize("path,fragment", [
+    ("pkg/" + "m" * 256 + ".py", "is too long (263 characters)"),
+    ("a/" * 520 + "m.py", "is too long (1044 characters)"),
+    ("pkg/m\x00.py", "contains a NUL byte"),
+])
+def test_a_target_file_no_file_system_holds_is_refused(path, fragment):
+    from patchkit.recipe_reader import check_relative
+
+    r = bounded("f: x\n")
+    r.data["f"] = path
+    with pytest.raises(RecipeError) as info:
+        check_relative(r, ("f",), path)
+    assert fragment in info.value.message and where(info.value) == ("r.yaml", 1, 4)
+
+
+def test_a_message_quoting_a_huge_value_is_shortened():
+    from patchkit.recipe_reader import MAX_MESSAGE
+
+    r = bounded("at: " + "x" * 100_000 + "\n")
+    with pytest.raises(RecipeError) as info:
+        r.word(("at",), ("method_start",))
+    assert len(info.value.message) == MAX_MESSAGE and "..." in info.value.message
