@@ -123,8 +123,10 @@ def _applied(applied: Any, where: str) -> None:
     git = applied.get("git")
     if git is not None:
         _type(git, dict, f"{where}.git", "an object or null")
-        for name in ("work_tree", "branch", "commit"):
+        for name in ("work_tree", "branch"):
             _type(git.get(name), str, f"{where}.git.{name}", "a string")
+        for name in ("commit", "previous", "previous_commit"):  # null until apply --commit has made its commit
+            _optional_str(git.get(name), f"{where}.git.{name}")
     extra = set(applied) - {"choices", "overrides", "backend", "recipe_path", "applied_at", "git"}
     if extra:
         raise Bad(where, f"has fields patchkit does not write: {', '.join(sorted(extra))}")

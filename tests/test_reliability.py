@@ -143,6 +143,14 @@ def status_json(home: Path) -> dict:
     return json.loads(ok(cli("status", "--json", home=home), "status --json").stdout)
 
 
+def recover(home: Path) -> None:
+    """What apply and revert do first (status only reports it): finish or undo an interrupted change."""
+    from patchkit.ledger import Ledger
+
+    with Ledger(home).locked():
+        pass
+
+
 def reference(where: Path, *apply_args: str, name: str = "verl-0.6") -> Dict[str, bytes]:
     """The bytes a clean, uninterrupted apply gives, in a copy of its own with a ledger of its own."""
     root = copy_tree(where / "root", name)
@@ -208,7 +216,8 @@ def _kill_iteration(i: int, rng: random.Random, work: Path, case: Tuple[str, Seq
     assert untouched == {k: v for k, v in ORIGINAL.items() if k not in targets}, f"{where}: other files changed"
     stray = leftovers(root)
 
-    # The next command finishes or undoes the change: all files on one side, and the ledger says which.
+    # The next apply or revert finishes or undoes the change: all files on one side, and the ledger says which.
+    recover(home)
     status = pk(home, "status", "--json")
     ok(status, f"{where}: status after the kill")
     after_status = tuple(state_of((root / t).read_bytes(), ORIGINAL[t], patched[t]) for t in targets)
@@ -365,7 +374,8 @@ def test_sigkill_at_every_write_boundary_leaves_all_or_nothing(tmp_path, two_fil
         states = tuple("before" if (root / t).read_bytes() == before[t] else "after" if (root / t).read_bytes() == after[t]
                        else "TORN" for t in (DP, MEGA))
         assert "TORN" not in states, f"{where}: {states}"
-        status = status_json(home)  # takes the lock: finishes or undoes the interrupted change
+        recover(home)
+        status = status_json(home)
         recovered = tuple("before" if (root / t).read_bytes() == before[t] else "after" if (root / t).read_bytes() == after[t]
                           else "TORN" for t in (DP, MEGA))
         assert len(set(recovered)) == 1 and "TORN" not in recovered, f"{where}: after recovery {recovered}"
@@ -412,12 +422,14 @@ def test_sigkill_during_recovery_still_ends_all_or_nothing(tmp_path, two_files):
         assert (root / DP).read_bytes() == patched[DP] and (root / MEGA).read_bytes() == ORIGINAL[MEGA]
         return root, home
 
-    bounds = _boundaries(tmp_path / "b", half_written, ("status",))
-    assert any(dest.endswith(DP) for _n, _s, dest in bounds), f"status did not put dp_actor.py back: {bounds}"
-    for n, (root, home) in _killed_at(tmp_path / "c", half_written, ("status",), [n for n, _s, _d in bounds]).items():
+    recovering = ("revert", "--all")  # the first thing it does; status only reports the interrupted change
+    bounds = _boundaries(tmp_path / "b", half_written, recovering)
+    assert any(dest.endswith(DP) for _n, _s, dest in bounds), f"revert did not put dp_actor.py back: {bounds}"
+    for n, (root, home) in _killed_at(tmp_path / "c", half_written, recovering, [n for n, _s, _d in bounds]).items():
         where = f"recovery killed at boundary {n} ({bounds[n - 1][1]} {bounds[n - 1][2]})"
         assert (root / DP).read_bytes() in (ORIGINAL[DP], patched[DP]), where
         assert (root / MEGA).read_bytes() == ORIGINAL[MEGA], where
+        recover(home)
         assert status_json(home)["files"] == [], where
         assert snapshot(root) == ORIGINAL or without_tmp(snapshot(root)) == ORIGINAL, where
         ok(cli("revert", "--all", home=home), where)
