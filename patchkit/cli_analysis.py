@@ -14,17 +14,23 @@ from typing import List
 import click
 
 from .errors import Location, TraceError
+from .printable import printable
 
 TOOLS_EXTRA = "pip install 'patchkit-profiler[analysis]'"
 
 
 def _say(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(printable(message), err=True)
 
 
 def _relay(line: str) -> None:
     """A line an analysis tool printed, indented under patchkit's own messages."""
-    click.echo(f"  | {line}", err=True)
+    click.echo(f"  | {printable(line)}", err=True)
+
+
+def _lines(lines: List[str]) -> str:
+    """Lines for the terminal: names from traces and manifests may hold control characters (ESC, BEL, CR)."""
+    return "\n".join(printable(line) for line in lines)
 
 
 def _ms(us: float) -> str:
@@ -116,7 +122,7 @@ def summary_cmd(path: str, as_json: bool, plot_file, top: int) -> None:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--plot") from None
     result = summarise(path)
-    click.echo(json.dumps(result.to_json(top), indent=2) if as_json else "\n".join(_summary_lines(result, top)))
+    click.echo(json.dumps(result.to_json(top), indent=2) if as_json else _lines(_summary_lines(result, top)))
     if plot_file:
         from .plot import write_plot
 
@@ -183,10 +189,10 @@ def compare_cmd(a: str, b: str, as_json: bool, top: int, output_dir: str, no_msp
 
     result = compare(summarise(a), summarise(b), top)
     if not result.pairs:
-        raise TraceError(f"no rank of A matches a rank of B (A: {', '.join(result.only_a)}; "
-                         f"B: {', '.join(result.only_b)})", Location(b),
+        raise TraceError(printable(f"no rank of A matches a rank of B (A: {', '.join(result.only_a)}; "
+                                   f"B: {', '.join(result.only_b)})"), Location(b),
                          hint="compare two single captures, or two folders of the same ranks and roles")
-    click.echo(json.dumps(result.to_json(), indent=2) if as_json else "\n".join(_compare_lines(result)))
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else _lines(_compare_lines(result)))
     commands = msprof_commands(result, os.path.abspath(output_dir))
     if not commands or no_msprof:
         return
@@ -221,7 +227,7 @@ def _compare_lines(result) -> List[str]:
                        f"{_signed_ms(p.delta_us)} ms ({_percent(p.delta_us, p.a_mean_us)}); "
                        f"A {len(p.a.steps)} step(s), B {len(p.b.steps)}")
         if p.ops:
-            names = [f"{o.name}  [{o.kind}]" for o in p.ops]
+            names = [printable(f"{o.name}  [{o.kind}]") for o in p.ops]  # escaped before the column is measured
             width = max(len(n) for n in names + ["operator  [kind]"])
             out.append(f"  {'operator  [kind]':<{width}}  {'A ms/step':>10}  {'B ms/step':>10}  {'B - A':>10}")
             out += [f"  {n:<{width}}  {_ms(o.a_us):>10}  {_ms(o.b_us):>10}  {_signed_ms(o.delta_us):>10}"

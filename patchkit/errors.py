@@ -38,8 +38,12 @@ class PatchkitError(Exception):
         self.hint = hint
 
     def render(self) -> str:
+        """The error as printed; a path or name from someone else's file cannot put a control character on the
+        terminal (its line breaks stay)."""
+        from .printable import printable
+
         head = f"{self.where}: {self.message}" if self.where else self.message
-        return f"{head}\n  hint: {self.hint}" if self.hint else head
+        return printable(f"{head}\n  hint: {self.hint}" if self.hint else head, keep="\n")
 
 
 class RecipeError(PatchkitError):

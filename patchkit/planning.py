@@ -122,7 +122,7 @@ def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Inst
 # patches one of them makes every later patchkit command run, and profile, patchkit itself
 # import name -> distribution, for patchkit and every dependency in pyproject.toml (a test keeps them in step)
 OWN_DEPENDENCIES = {"patchkit": DISTRIBUTION, "click": "click", "yaml": "pyyaml", "libcst": "libcst", "git": "gitpython",
-                    "packaging": "packaging", "tomli": "tomli"}
+                    "packaging": "packaging", "tomli": "tomli", "ijson": "ijson"}
 
 
 def own_dependency(settings: Settings) -> Optional[str]:

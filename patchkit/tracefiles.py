@@ -192,8 +192,8 @@ def _distributed_rank(path: str) -> Optional[int]:
     at = head.find('"distributedInfo"')
     if at < 0:
         return None
-    match = re.search(r'"rank"\s*:\s*(\d+)', head[at: head.find("}", at) + 1])
-    return int(match.group(1)) if match else None
+    match = re.search(r'"rank"\s*:\s*(\d{1,18})(?!\d)', head[at: head.find("}", at) + 1])
+    return int(match.group(1)) if match else None  # no rank of 19 digits or more: a trace no profiler wrote
 
 
 def _rank_in_path(path: str, root: str) -> Optional[int]:

@@ -12,38 +12,28 @@ operators from ``op_statistic.csv`` (device time per OP Type), else
 ``kernel_details.csv`` (per kernel); where those are missing (CPU-only
 activities) the host side of ``trace_view.json``, read like a torch trace.
 
-Standard library only; nothing here writes.
+Chrome traces are read as a stream (:mod:`patchkit.jsonstream`, ijson) and
+summarised as they are read (:mod:`patchkit.selftime`); nothing here writes.
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
-import json
+import math
 import os
 import re
 from collections import defaultdict
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .errors import Location, TraceError
+from .jsonstream import RETAKE, TraceStream
+from .printable import printable
+from .selftime import MAX_STEP_DIGITS, BadEvent, Op, Step, totals
 from .tracefiles import ASCEND_OUTPUT, Capture, check_ascend_capture
 
-_STEP = re.compile(r"ProfilerStep#(\d+)$")
-NOT_OPERATORS = frozenset({"Trace", "python_function", "fwdbwd", "ac2g", "overhead"})  # trace plumbing, Python frames
 STEP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
-RETAKE = "take the capture again, or copy it again from the node that wrote it (`patchkit collect` verifies sizes)"
-
-
-class Step(NamedTuple):
-    number: Optional[int]  # N of ProfilerStep#N or of step_trace_time.csv's Step; None without a schedule
-    duration_us: float
-
-
-class Op(NamedTuple):
-    name: str
-    kind: str  # the trace event's category (cpu_op, kernel, ...) or the Ascend Core Type
-    calls: int
-    self_us: float
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+FOREIGN = "torch does not write this: check where the trace came from, or take the capture again"
 
 
 class CaptureData(NamedTuple):
@@ -57,88 +47,35 @@ class CaptureData(NamedTuple):
 def read(capture: Capture) -> CaptureData:
     if capture.format == "ascend":
         return _read_ascend(capture)
-    events = chrome_events(capture.path)
-    return CaptureData(capture, steps_in(events), self_times(events), "ProfilerStep# events", "trace events")
+    steps, ops = chrome_totals(capture.path)
+    return CaptureData(capture, steps, ops, "ProfilerStep# events", "trace events")
 
 
 # ---------------------------------------------------------------- Chrome traces
 
 
-def chrome_events(path: str) -> List[dict]:
-    """The events of a Chrome trace (an object with ``traceEvents``, or a bare list); a TraceError saying where it breaks."""
-    opener = gzip.open if path.endswith(".gz") else open
+def chrome_totals(path: str) -> Tuple[Tuple[Step, ...], Tuple[Op, ...]]:
+    """The steps and operators of a Chrome trace (an object with ``traceEvents``, or a bare list), read as a stream.
+
+    Memory is what the summary keeps (see :mod:`patchkit.selftime`: some 20 bytes per complete event, against
+    some 250 of JSON), never the file; a TraceError says where the file breaks.
+    """
+    stream = TraceStream(path)
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            text = handle.read()
-    except EOFError:
-        raise TraceError("the compressed trace is cut off", Location(path), hint=RETAKE) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read the trace: {exc}", Location(path), hint=RETAKE) from None
-    if not text.strip():
-        raise TraceError("the trace is empty (0 events)", Location(path), hint=RETAKE)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        cut = exc.pos >= len(text.rstrip())
-        why = "the trace ends in the middle of its JSON data: it was cut off while written or copied" if cut \
-            else f"the trace is not valid JSON ({exc.msg})"
-        raise TraceError(why, Location(path, exc.lineno, exc.colno), hint=RETAKE) from None
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        raise TraceError("not a Chrome trace: no traceEvents list", Location(path, 1),
-                         hint="give a torch.profiler trace (*.pt.trace.json) or torch_npu's trace_view.json")
-    return [e for e in events if isinstance(e, dict)]
+        found = totals(stream)
+    except BadEvent as exc:
+        raise TraceError(exc.message, stream.where(exc.needle), hint=FOREIGN) from None
+    return found.step_list(), found.ops()
 
 
-def _spans(events: Iterable[dict]) -> Iterable[Tuple[dict, float, float]]:
-    for e in events:
-        if e.get("ph") == "X":
-            try:
-                ts, dur = float(e["ts"]), float(e.get("dur", 0))
-            except (KeyError, TypeError, ValueError):
-                continue
-            yield e, ts, max(dur, 0.0)
+def steps_in(events: Iterable[object]) -> Tuple[Step, ...]:
+    """The ``ProfilerStep#N`` spans of a list of events, by N (the first span of each N)."""
+    return totals(events).step_list()
 
 
-def steps_in(events: Iterable[dict]) -> Tuple[Step, ...]:
-    """The ``ProfilerStep#N`` spans, by N (the first span of each N)."""
-    seen: Dict[int, float] = {}
-    for e, _ts, dur in _spans(events):
-        match = _STEP.match(str(e.get("name", "")))
-        if match:
-            seen.setdefault(int(match.group(1)), dur)
-    return tuple(Step(n, seen[n]) for n in sorted(seen))
-
-
-def self_times(events: Iterable[dict]) -> Tuple[Op, ...]:
-    """Self time and calls per (operator, category), from the nesting of complete events on each thread."""
-    threads: Dict[Tuple[str, str], List[Tuple[float, float, dict]]] = defaultdict(list)
-    for e, ts, dur in _spans(events):
-        threads[(str(e.get("pid")), str(e.get("tid")))].append((ts, dur, e))
-    calls: Dict[Tuple[str, str], int] = defaultdict(int)
-    spent: Dict[Tuple[str, str], float] = defaultdict(float)
-    for spans in threads.values():
-        spans.sort(key=lambda s: (s[0], -s[1]))
-        stack: List[List] = []  # [end, children time, event, dur]
-        for ts, dur, e in spans:
-            while stack and stack[-1][0] <= ts:
-                _account(stack.pop(), calls, spent)
-            if stack:
-                stack[-1][1] += min(dur, stack[-1][0] - ts)
-            stack.append([ts + dur, 0.0, e, dur])
-        while stack:
-            _account(stack.pop(), calls, spent)
-    ops = [Op(name, kind, calls[(name, kind)], spent[(name, kind)]) for name, kind in calls]
-    return tuple(sorted(ops, key=lambda o: (-o.self_us, o.name)))
-
-
-def _account(frame: list, calls: Dict[Tuple[str, str], int], spent: Dict[Tuple[str, str], float]) -> None:
-    _end, children, e, dur = frame
-    name, kind = str(e.get("name", "")), str(e.get("cat", ""))
-    if kind in NOT_OPERATORS or _STEP.match(name):
-        return
-    calls[(name, kind)] += 1
-    spent[(name, kind)] += max(dur - children, 0.0)
+def self_times(events: Iterable[object]) -> Tuple[Op, ...]:
+    """Self time and calls per (operator, category) of a list of events (see :mod:`patchkit.selftime`)."""
+    return totals(events).ops()
 
 
 # ---------------------------------------------------------------- torch_npu's parsed output
@@ -158,30 +95,33 @@ def _read_ascend(capture: Capture) -> CaptureData:
         raise TraceError(f"ASCEND_PROFILER_OUTPUT holds {kind}; patchkit reads the text export", Location(out),
                          hint="capture with profiler.export_type=text (or [text, db]); msprof-analyze reads the Db "
                               "export: `msprof-analyze cluster -d FOLDER`")
-    host: Optional[List[dict]] = None
-    steps, steps_from = (), ""
+    view = os.path.join(out, "trace_view.json")
+    host: Optional[Tuple[Tuple[Step, ...], Tuple[Op, ...]]] = None
+    steps: Tuple[Step, ...] = ()
+    steps_from = ""
     if "step_trace_time.csv" in names:
         steps = _csv_steps(os.path.join(out, "step_trace_time.csv"))
         steps_from = "step_trace_time.csv"
     if not steps and "trace_view.json" in names:
-        host = chrome_events(os.path.join(out, "trace_view.json"))
-        steps, steps_from = steps_in(host), "ProfilerStep# events of trace_view.json"
-    ops, ops_from = (), ""
+        host = chrome_totals(view)
+        steps, steps_from = host[0], "ProfilerStep# events of trace_view.json"
+    ops: Tuple[Op, ...] = ()
+    ops_from = ""
     for name, read_ops in (("op_statistic.csv", _csv_op_statistic), ("kernel_details.csv", _csv_kernels)):
         if name in names:
             ops, ops_from = read_ops(os.path.join(out, name)), name
             if ops:
                 break
     if not ops and "trace_view.json" in names:
-        host = host if host is not None else chrome_events(os.path.join(out, "trace_view.json"))
-        ops, ops_from = self_times(host), "host events of trace_view.json"
+        host = host if host is not None else chrome_totals(view)
+        ops, ops_from = host[1], "host events of trace_view.json"
     return CaptureData(capture, steps, ops, steps_from, ops_from)
 
 
 def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[str, str]]]:
     """(line, row) of a CSV torch_npu wrote; a TraceError naming the line for a missing column or a cut-off row."""
     try:
-        handle = open(path, newline="", encoding="utf-8-sig")
+        handle = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
     except OSError as exc:
         raise TraceError(f"cannot read it: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
     with handle:
@@ -190,9 +130,10 @@ def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[st
             header = next(reader, None)
             if header is None:
                 return
+            _utf8(header, path, 1)
             missing = [c for c in needed if c not in header]
             if missing:
-                raise TraceError(f"no {', '.join(repr(c) for c in missing)} column (its columns: {', '.join(header)})",
+                raise TraceError(f"no {', '.join(repr(c) for c in missing)} column (its columns: {printable(', '.join(header))})",
                                  Location(path, 1), hint="patchkit reads the CSV files torch_npu's parse writes; "
                                                          "parse the capture again with `patchkit analyse`")
             for fields in reader:
@@ -201,9 +142,16 @@ def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[st
                 if len(fields) < len(header):
                     raise TraceError(f"this row has {len(fields)} of {len(header)} fields: the file is cut off",
                                      Location(path, reader.line_num), hint=RETAKE)
+                _utf8(fields, path, reader.line_num)
                 yield reader.line_num, dict(zip(header, fields))
         except csv.Error as exc:
             raise TraceError(f"not a readable CSV file ({exc})", Location(path, reader.line_num), hint=RETAKE) from None
+
+
+def _utf8(fields: List[str], path: str, line: int) -> None:
+    """A TraceError for a row with bytes that are not UTF-8 (read as lone surrogates)."""
+    if any(_NOT_UTF8.search(f) for f in fields):
+        raise TraceError("this row is not UTF-8 text", Location(path, line), hint=RETAKE)
 
 
 def _number(value: str, path: str, line: int, column: str) -> float:
@@ -211,9 +159,14 @@ def _number(value: str, path: str, line: int, column: str) -> float:
     if value in ("", "N/A", "NA", "None"):
         return 0.0
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
-        raise TraceError(f"{column} is {value!r}, not a number", Location(path, line), hint=RETAKE) from None
+        raise TraceError(f"{column} is {printable(value[:40])!r}, not a number", Location(path, line),
+                         hint=RETAKE) from None
+    if not math.isfinite(number):
+        raise TraceError(f"{column} is {printable(value[:40])!r}, not a finite number", Location(path, line),
+                         hint=FOREIGN)
+    return number
 
 
 def _csv_steps(path: str) -> Tuple[Step, ...]:
@@ -221,7 +174,11 @@ def _csv_steps(path: str) -> Tuple[Step, ...]:
     steps: Dict[Optional[int], float] = {}
     for line, row in _csv_rows(path, ("Step",) + STEP_COLUMNS):
         raw = row["Step"].strip()
-        number = int(float(raw)) if re.fullmatch(r"\d+(\.0*)?", raw) else None
+        whole = re.fullmatch(r"(\d+)(\.0*)?", raw)
+        if whole and len(whole.group(1)) > MAX_STEP_DIGITS:
+            raise TraceError(f"Step has {len(whole.group(1))} digits: no profiler counts steps that far (patchkit "
+                             f"reads up to {MAX_STEP_DIGITS})", Location(path, line), hint=FOREIGN)
+        number = int(whole.group(1)) if whole else None
         took = sum(_number(row[c], path, line, c) for c in STEP_COLUMNS)
         steps[number] = max(steps.get(number, 0.0), took)
     return tuple(Step(n, steps[n]) for n in sorted(steps, key=lambda n: (n is None, n or 0)))

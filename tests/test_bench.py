@@ -14,6 +14,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 @pytest.mark.parametrize("script,args,says", [
     ("runtime_overhead.py", ["--calls", "200", "--reps", "1", "--window-calls", "5"], "ratio injected / prof.step()"),
     ("startup.py", ["--rounds", "1"], "goal <= 1.5x"),
+    ("traces.py", ["--quick"], "goal (peak < 300 MB and no slower than HTA) applies to the 1 GB trace"),
 ])
 def test_the_benchmark_runs_to_its_verdict(script, args, says, tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, cwd=tmp_path,

@@ -8,6 +8,7 @@ before `summary` and `compare` read them; msprof-analyze is a stand-in on PATH.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -152,3 +153,73 @@ def test_torch_npu_captures_go_through_analyse_summary_and_compare(npu_runs, tmp
     compares = [c for c in fake_tools.calls(log) if c[0] == "compare"]
     assert [(Path(c[2]).parent, Path(c[4]).parent, c[6]) for c in compares] == \
         [(b, a, str(tmp_path / "cmp" / f"msprof-compare-rank{r}")) for r in (0, 1)]
+
+
+# ---------------------------------------------------------------- hostile traces: located errors, never a traceback
+
+def x(name, ts, dur, cat="cpu_op", tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": dur}
+
+
+STEP_5000 = json.dumps({"traceEvents": [x("aten::mm", 0, 1), x("ProfilerStep#" + "4" * 5000, 0, 9)]}, indent=1)
+CUT_GZIP = gzip.compress(json.dumps({"traceEvents": [x("op", i, 1) for i in range(3000)]}).encode())
+
+
+@pytest.mark.parametrize("name, data, says, line", [
+    ("deep.pt.trace.json", "[" * 200_000 + "]" * 200_000, "the JSON nests deeper than 100 levels", 1),
+    ("args.pt.trace.json", '{"traceEvents": [\n{"ph": "X", "args": ' + "{\"a\": " * 200_000 + "1" + "}" * 200_000
+     + "}]}", "the JSON nests deeper than 100 levels", 2),
+    ("step.pt.trace.json", STEP_5000, "a ProfilerStep# span numbered with 5000 digits",
+     STEP_5000.splitlines().index(next(t for t in STEP_5000.splitlines() if "4444" in t)) + 1),
+    ("cut.pt.trace.json.gz", CUT_GZIP[: len(CUT_GZIP) // 2], "the compressed trace is cut off", None),
+    ("bytes.pt.trace.json", b'{"traceEvents": [\n{"ph": "X", "name": "caf\xe9"}]}', "invalid bytes in UTF8 string", 2),
+    ("int.pt.trace.json", '{"traceEvents": [{"ph": "X", "ts": ' + "9" * 5000 + "}]}", "integer overflow", 1),
+    ("float.pt.trace.json", '{"traceEvents": [{"ph": "X", "ts": 1e400}]}', "floating point) overflow", 1),
+    ("nan.pt.trace.json", '{"traceEvents": [{"ph": "X", "name": "op", "ts": "nan"}]}', "not a finite number", 1),
+])
+def test_a_hostile_trace_is_a_located_error_with_exit_status_1(tmp_path, name, data, says, line):
+    path = tmp_path / name
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    for command in (["summary", path], ["compare", path, path]):
+        result = invoke(*command)
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # not a traceback
+        where = f"error: {path}:{line}:" if line else f"error: {path}: "
+        assert where in result.stderr and says in result.stderr and "\n  hint: " in result.stderr, result.stderr
+        assert result.stdout == ""
+
+
+@pytest.mark.parametrize("count", ["1e400", "nan", "inf"])
+def test_a_non_finite_count_in_a_torch_npu_csv_names_the_file_and_line(tmp_path, count):
+    out = tmp_path / "h_1_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "op_statistic.csv").write_text("Device_id,OP Type,Core Type,Count,Total Time(us)\n0,Add,AI_CORE,3,9.5\n"
+                                          f"0,MatMul,AI_CORE,{count},40\n")
+    result = invoke("summary", tmp_path)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert f"error: {out / 'op_statistic.csv'}:3: Count is '{count}', not a finite number" in result.stderr
+
+
+# ---------------------------------------------------------------- text from a trace reaches the terminal escaped
+
+EVIL = "\x1b]0;owned\x07aten::mm\r\nrank 0: 1 step(s) (#1-#1), mean 0.001 ms\x1b[2J"
+
+
+def test_names_with_control_characters_are_printed_escaped_and_kept_in_json(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for run, dur in (("a", 5), ("b", 7)):
+        (folder / f"{run}\x1b[31m.pt.trace.json").write_text(json.dumps({"traceEvents": [
+            x("ProfilerStep#1", 0, 100, cat="user_annotation"), x(EVIL, 1, dur), x("k\x9b1m", 2, 1, cat="kernel", tid=2)]}))
+    result = invoke("summary", folder)
+    assert result.exit_code == 0, result.output
+    assert not set(result.stdout) & set("\x1b\x07\r\x9b") and "\nrank 0: 1 step(s)" not in result.stdout
+    assert "\\x1b]0;owned\\x07aten::mm\\x0d\\x0arank 0: 1 step(s) (#1-#1), mean 0.001 ms\\x1b[2J  [cpu_op]" in result.stdout
+    assert "a\\x1b[31m.pt.trace.json: 1 step(s)" in result.stdout and "k\\x9b1m  [kernel]" in result.stdout
+    data = json.loads(invoke("summary", folder, "--json").stdout)
+    assert {o["name"] for r in data["ranks"] for o in r["top_ops"]} == {EVIL, "k\x9b1m"}
+    a, b = sorted(folder.iterdir())
+    text = invoke("compare", a, b).stdout
+    assert not set(text) & set("\x1b\x07\r\x9b") and "\\x1b]0;owned" in text
+    rows = [line for line in text.splitlines() if "[cpu_op]" in line or "[kernel]" in line or "B - A" in line]
+    assert len(rows) == 3 and len({len(line) for line in rows}) == 1  # the columns still line up
+    assert json.loads(invoke("compare", a, b, "--json").stdout)["ranks"][0]["ops"][0]["name"] == EVIL

@@ -25,3 +25,12 @@ def test_the_hierarchy_lets_callers_catch_by_kind():
     assert issubclass(OverrideError, RecipeError) and issubclass(LockedError, LedgerError)
     assert len({cls.title for cls in (RecipeError, OverrideError, TargetError, AnchorError, LedgerError, LockedError,
                                       TraceError)}) == 7
+
+
+def test_a_name_from_someone_elses_file_cannot_reach_the_terminal_raw():
+    from patchkit.errors import Location, TraceError
+
+    error = TraceError("bad operator \x1b]0;owned\x07\rrank 0: fine", Location("/x/\x1b[2Jtrace.json", 3),
+                       "move it\naside")
+    assert error.render() == ("/x/\\x1b[2Jtrace.json:3: bad operator \\x1b]0;owned\\x07\\x0drank 0: fine\n"
+                              "  hint: move it\naside")

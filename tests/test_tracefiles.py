@@ -66,6 +66,14 @@ def test_rank_comes_from_the_manifest_first_then_the_trace_then_the_name(tmp_pat
     assert [c.label for c in find(str(tmp_path)) if c.role] == ["rank 2 (actor)", "rank 5 (ref)"]
 
 
+def test_a_rank_of_5000_digits_in_a_trace_is_no_rank_and_no_traceback(tmp_path):
+    path = tmp_path / "rank4_a.pt.trace.json"
+    path.write_text('{"distributedInfo": {"backend": "nccl", "rank": ' + "9" * 5000 + '}, "traceEvents": []}')
+    trace(tmp_path / "rank2_b.pt.trace.json", distributed=123456789012345678)
+    got = {c.path.rsplit("/", 1)[1]: (c.rank, c.rank_from) for c in find(str(tmp_path))}
+    assert got == {"rank4_a.pt.trace.json": (4, "path name"), "rank2_b.pt.trace.json": (123456789012345678, "trace")}
+
+
 def test_ascend_folders_take_their_rank_from_profiler_info_and_are_not_searched_inside(tmp_path):
     ascend(tmp_path / "node1" / "host_12_20260101000000000_ascend_pt", rank=1)
     ascend(tmp_path / "node0" / "host_11_20260101000000000_ascend_pt", rank=0)

@@ -160,3 +160,86 @@ def test_an_empty_ascend_folder_is_a_copy_cut_short(tmp_path):
     folder.mkdir()
     with pytest.raises(TraceError, match="empty or was copied in part"):
         read(Capture(str(folder), "ascend"))
+
+
+# ---------------------------------------------------------------- hostile input, and memory
+
+@pytest.mark.parametrize("count", ["1e400", "nan", "inf", "-Infinity"])
+def test_a_count_that_is_not_a_finite_number_is_refused_with_its_line(tmp_path, count):
+    folder = parsed(tmp_path, op_statistic_csv=f"{OP_HEADER}\n0,MatMulV2,AI_CORE,4,40,9,10,11,50\n"
+                                               f"0,Add,AI_VECTOR_CORE,{count},80,9,10,11,50\n")
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(folder), "ascend"))
+    assert caught.value.where.line == 3 and caught.value.where.path.endswith("op_statistic.csv")
+    assert f"Count is '{count}', not a finite number" in caught.value.message
+
+
+def test_a_step_number_of_5000_digits_is_refused_in_a_csv_and_in_a_trace(tmp_path):
+    folder = parsed(tmp_path, step_trace_time_csv=f"{STEP_HEADER}\n0,{'7' * 5000},70,10,5,15,20,100,0,10,1\n")
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(folder), "ascend"))
+    assert caught.value.where.line == 2 and "Step has 5000 digits" in caught.value.message
+    path = tmp_path / "h_1.1.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": EVENTS + [x("ProfilerStep#" + "7" * 5000, 0, 1)]}, indent=1))
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(path), "torch"))
+    line = path.read_text().splitlines().index(next(t for t in path.read_text().splitlines() if "7777" in t)) + 1
+    assert caught.value.where.line == line and "numbered with 5000 digits" in caught.value.message
+
+
+def test_a_csv_row_that_is_not_utf8_is_refused_with_its_line(tmp_path):
+    folder = parsed(tmp_path, op_statistic_csv="")
+    (folder / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv").write_bytes(
+        f"{OP_HEADER}\n0,Add,AI_CORE,4,40,9,10,11,50\n".encode() + b"0,Mat\xffMul,AI_CORE,4,40,9,10,11,50\n")
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(folder), "ascend"))
+    assert caught.value.where.line == 3 and "not UTF-8" in caught.value.message
+
+
+def test_trace_view_json_is_read_once_for_steps_and_operators(tmp_path, monkeypatch):
+    import patchkit.traceread as traceread
+
+    opened = []
+
+    class Counted(traceread.TraceStream):
+        def __iter__(self):
+            opened.append(self.path)
+            return super().__iter__()
+
+    monkeypatch.setattr(traceread, "TraceStream", Counted)
+    folder = parsed(tmp_path, trace_view_json=json.dumps(EVENTS))
+    data = read(Capture(str(folder), "ascend"))
+    assert data.steps == (Step(3, 100.0),) and data.ops[0] == Op("aten::addmm", "cpu_op", 2, 35.0)
+    assert (data.steps_from, data.ops_from) == ("ProfilerStep# events of trace_view.json", "host events of trace_view.json")
+    assert len(opened) == 1
+
+
+# The process's own peak: VmHWM starts again at exec; ru_maxrss keeps the high-water mark of the process that
+# started it (the test runner's), so it is the fallback where there is no /proc.
+PEAK_MB = ("next((int(line.split()[1]) // 1024 for line in open('/proc/self/status') if line.startswith('VmHWM')), 0) "
+           "if __import__('os').path.exists('/proc/self/status') else "
+           "__import__('resource').getrusage(__import__('resource').RUSAGE_SELF).ru_maxrss // 1024")
+
+
+def test_memory_is_bounded_by_the_summary_not_by_the_trace(tmp_path):
+    """A trace of 57 MB (3.5 MB compressed) is summarised in the memory of a few thousand events: streaming, it
+    never holds the file; the whole-file read it replaced took about five times the file's size."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "big.pt.trace.json.gz"
+    event = ('{"ph": "X", "cat": "cpu_op", "name": "aten::op%d", "pid": 1, "tid": 1, "ts": %d.5, "dur": 2.0, '
+             '"args": {"External id": %d, "Record function id": 0, "Ev Idx": %d, "Sequence number": 12345}},\n')
+    size = 0
+    with gzip.open(path, "wt", compresslevel=1) as out:
+        out.write('{"traceEvents": [\n')
+        for block in range(100):
+            size += out.write("".join(event % (i % 50, 4 * i, i, i) for i in range(block * 3000, (block + 1) * 3000)))
+        out.write('{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, '
+                  '"dur": 1200000}\n]}')
+    code = ("import sys; from patchkit.traceread import chrome_totals; s, o = chrome_totals(sys.argv[1]); "
+            "print(len(s), sum(op.calls for op in o), " + PEAK_MB + ")")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    steps, calls, peak_mb = map(int, done.stdout.split())
+    assert (steps, calls) == (1, 300_000) and size > 55_000_000 and path.stat().st_size < 5_000_000
+    assert peak_mb < 60, f"{peak_mb} MB for a trace of {size // 1_000_000} MB"
