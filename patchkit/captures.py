@@ -25,6 +25,7 @@ import socket
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import manifest
+from .confined import leads_out
 from .tracefiles import rank_inside
 from .errors import Location, PatchkitError
 
@@ -86,7 +87,8 @@ class Capture(NamedTuple):
                     "first": self.first, "last": self.last, "count": self.last - self.first + 1},
                 "start_time": self.start_time, "end_time": self.end_time, "host": self.host, "pid": self.pid,
                 "node": self.node, "folder": self.folder, "manifest": self.manifest, "size": self.size,
-                "traces": [dict(t._asdict()) for t in self.traces], "problem": self.problem}
+                "traces": [dict(t._asdict()) for t in self.traces], "broken": bool(self.problem),
+                "problem": self.problem}
 
 
 # ---------------------------------------------------------------- where to look
@@ -202,9 +204,18 @@ def _from_manifest(path: str, node: str) -> Capture:
         return Capture(folder, path, "", "", "", None, "", None, None, None, None, _mtime(path), "", None,
                        _named(folder, path), f"{path}: {problem}", node)
     traces, problems = [], []
+    if data.get("error"):  # the runtime saw a trace fail to be written whole (a full disk, a quota, a killed writer)
+        problems.append(f"{path}: the capture failed: {str(data['error'])[:2000]}")
     for entry in data.get("traces") or ():
         full = os.path.normpath(os.path.join(folder, str(entry.get("name", ""))))
-        why = manifest.check_trace(full, entry.get("size") if entry.get("kind") == "file" else None)
+        failed = bool(entry.get("error") and data.get("error"))  # said above
+        if failed and not os.path.lexists(full):
+            continue  # never given its name
+        refused = leads_out(full, folder) if os.path.lexists(full) else ""
+        if refused:  # a manifest from someone else names a file elsewhere: not even its size is read
+            problems.append(f"{path}: the trace {full} {refused}")
+            continue
+        why = "" if failed else manifest.check_trace(full, entry.get("size") if entry.get("kind") == "file" else None)
         if why == "the trace is missing":
             problems.append(f"{full}: {why} (the manifest {path} names it)")
             continue

@@ -31,12 +31,16 @@ def _rows(caps) -> List[List[str]]:
     for c in caps:
         path = c.traces[0].path if c.traces else (c.manifest or c.folder)
         more = f" (+{len(c.traces) - 1})" if len(c.traces) > 1 else ""
+        size = size_text(c.size) if c.traces else "-" if c.problem else f"({c.backend} report)"
         rows.append([c.recipe or "?", "-" if c.rank is None else str(c.rank), c.role or "-", c.steps,
-                     size_text(c.size) if c.traces else f"({c.backend} report)", c.node, path + more])
+                     size, c.node, path + more + ("  BROKEN (see below)" if c.problem else "")])
     return rows
 
 
 def _table(rows: List[List[str]]) -> None:
+    from .printable import printable
+
+    rows = [[printable(cell) for cell in r] for r in rows]  # recipe, role, node, path: written by others
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1])
@@ -45,8 +49,10 @@ def _table(rows: List[List[str]]) -> None:
 def _problems(caps) -> None:
     """Each broken capture as an error; exit 1 when there is one."""
     broken = [c for c in caps if c.problem]
+    from .printable import printable
+
     for c in broken:
-        click.echo(f"error: {c.problem}\n  hint: capture it again, or move it aside; `patchkit collect "
+        click.echo(f"error: {printable(c.problem)}\n  hint: capture it again, or move it aside; `patchkit collect "
                    "--skip-broken` collects the others", err=True)
     if broken:
         sys.exit(1)
@@ -77,7 +83,9 @@ def traces(folders: Sequence[str], ray_address, as_json: bool) -> None:
             _table(_rows(caps))
         for s in scans:
             if not s.ok:
-                _say(f"error: node {s.node}: {s.message}")
+                from .printable import printable
+
+                _say(printable(f"error: node {s.node}: {s.message}"))
         _problems(caps)
         if not all(s.ok for s in scans):
             sys.exit(1)
@@ -132,7 +140,8 @@ collect.help = (collect.help or "") + "\n\n" + FOLDERS_HELP
 
 
 def _report(result) -> None:
-    from .collect import dest_path, group_of
+    """What collect did; every name from a manifest or a node is shown with its control characters escaped."""
+    from .collect import dest_path, group_of, shown
 
     per: Dict[int, List] = {}
     for f in result.files:
@@ -141,18 +150,21 @@ def _report(result) -> None:
     for index, cap in enumerate(result.captures):
         files = per.get(index, [])
         state = "copied" if any(f.state == "copied" for f in files) else "already there" if files else "manifest"
+        rank = "-" if cap.rank is None else shown(cap.rank, 40)
         for t in cap.traces:
             into = dest_path(result.dest, cap, t.name)
-            click.echo(f"{state}: {cap.recipe or '?'} rank {'-' if cap.rank is None else cap.rank}"
-                       f"{' ' + cap.role if cap.role else ''} steps {cap.steps}: {cap.node}:{t.path} -> {into} "
+            role = " " + shown(cap.role, 200) if cap.role else ""
+            click.echo(f"{state}: {shown(cap.recipe or '?', 200)} rank {rank}{role} "
+                       f"steps {shown(cap.steps, 80)}: {shown(cap.node)}:{shown(t.path)} -> {into} "
                        f"({size_text(t.size)})")
         if not cap.traces:
-            click.echo(f"{state}: {cap.recipe} rank {cap.rank} steps {cap.steps}: {cap.node}:{cap.manifest} "
-                       f"(the {cap.backend} report itself is where {cap.backend} wrote it)")
+            click.echo(f"{state}: {shown(cap.recipe, 200)} rank {rank} steps {shown(cap.steps, 80)}: {shown(cap.node)}:"
+                       f"{shown(cap.manifest)} (the {shown(cap.backend)} report itself is where {shown(cap.backend)} "
+                       "wrote it)")
     for cap in result.skipped:
-        _say(f"skipped (--skip-broken): {cap.problem}")
+        _say(f"skipped (--skip-broken): {shown(cap.problem, 2000)}")
     for note in result.notes:
-        _say(f"note: {note}")
+        _say(f"note: {shown(note, 2000)}")
     _say(f"{len(copied)} file(s) copied ({size_text(sum(f.size for f in copied))}), "
          f"{len(result.files) - len(copied)} already there; {len(result.captures)} capture(s) in {result.dest}")
     for group in result.groups:
@@ -163,4 +175,3 @@ def _report(result) -> None:
         if "file" in kinds:
             _say(f"{folder}: Holistic Trace Analysis `TraceAnalysis(trace_dir=\"{folder}\")`, "
                  f"or `tensorboard --logdir {folder}`")
-

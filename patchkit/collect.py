@@ -19,6 +19,11 @@ files, which the next run starts again from the beginning.  A capture's
 manifest is written after its traces: a manifest in DEST means the capture
 is complete.
 
+Manifests and traces are not trusted: every name from them becomes a safe
+file name (:func:`patchkit.manifest.safe_name`); a trace that is a link or
+leads out of its capture's folder is refused like a broken one; reads and
+writes go through :mod:`patchkit.journal`, which never leaves either folder.
+
 The bytes come from a :class:`Source`: this machine's files, or a Ray node's
 (:mod:`patchkit.gather`).  Nothing here prints.
 """
@@ -26,43 +31,36 @@ The bytes come from a :class:`Source`: this machine's files, or a Ray node's
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import journal, manifest
 from .captures import Capture, CaptureError, unique
 from .errors import Location
+from .journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401  (collect's surface)
+from .manifest import safe_name
 
 PART = ".patchkit-part"
 CHUNK = 8 << 20  # bytes per read: the most one file's copy holds in memory (times the reads in flight over Ray)
 
 
 class Source:
-    """Reads the files of one node.  This one reads this machine's."""
+    """Reads the files of one node.  This one reads this machine's; ``root``: the folder a file must be inside."""
 
     node = ""
 
-    def chunks(self, path: str, size: int, chunk: int) -> Iterator[bytes]:
-        with open(path, "rb") as handle:
+    def chunks(self, path: str, size: int, chunk: int, root: str) -> Iterator[bytes]:
+        with open_inside(path, root) as handle:
             while True:
                 data = handle.read(chunk)
                 if not data:
                     return
                 yield data
 
-    def digest(self, path: str) -> Tuple[int, str]:
-        return file_digest(path)
-
-
-def file_digest(path: str, chunk: int = CHUNK) -> Tuple[int, str]:
-    h, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        while True:
-            data = handle.read(chunk)
-            if not data:
-                return size, h.hexdigest()
-            size += len(data)
-            h.update(data)
+    def digest(self, path: str, root: str) -> Tuple[int, str]:
+        with open_inside(path, root) as handle:
+            return journal.digest(handle, CHUNK)
 
 
 class Item(NamedTuple):
@@ -72,6 +70,7 @@ class Item(NamedTuple):
     dest: str
     size: int
     capture: int  # index into the plan's captures
+    root: str  # the folder the source must be inside: the capture's folder, or the trace folder it is in
 
 
 class Copied(NamedTuple):
@@ -97,9 +96,10 @@ class Result(NamedTuple):
 
 
 def group_of(cap: Capture) -> str:
+    """The capture's folder in DEST: ``<recipe>[.<role>]``, or the name of the folder its trace was in."""
     if cap.recipe:
-        return cap.recipe + (f".{cap.role}" if cap.role else "")
-    return os.path.basename(cap.folder.rstrip(os.sep)) or "traces"
+        return safe_name(cap.recipe + (f".{cap.role}" if cap.role else ""))
+    return safe_name(os.path.basename(cap.folder.rstrip(os.sep)) or "traces")
 
 
 def dest_path(dest: str, cap: Capture, trace_name: str) -> str:
@@ -109,10 +109,42 @@ def dest_path(dest: str, cap: Capture, trace_name: str) -> str:
 
 def dest_name(cap: Capture, trace_name: str) -> str:
     """A trace's name in DEST: torch files get a ``rank<R>_`` prefix (once); npu folders keep torch_npu's name."""
-    base = trace_name.split("/")[-1]
+    base = _part(trace_name.split("/")[-1])
+    base = base + "_" if base == manifest.FOLDER else base
     if cap.rank is None or base.endswith(manifest.ASCEND_ENDING) or base.startswith(f"rank{cap.rank}_"):
         return base
-    return f"rank{cap.rank}_{base}"
+    return _part(f"rank{cap.rank}_{base}")
+
+
+def _part(name: str) -> str:
+    """One part of a path in DEST: a safe file name, never one collect's own part files use."""
+    name = safe_name(name)
+    return name + "_" if name.endswith(PART) else name
+
+
+def _screen(cap: Capture, walk, listings: Dict[Tuple[str, str], List[Tuple[str, int]]]) -> str:
+    """Why a capture's traces are not copied, whatever node they are on ("" if none); keeps folder listings."""
+    where, folder = shown(cap.manifest or cap.folder), os.path.normpath(cap.folder)
+    for t in cap.traces:
+        if not within(os.path.normpath(t.path), folder):
+            return f"{where}: the trace {shown(t.name)} ({shown(t.path)}) is outside the capture's folder " \
+                   f"{shown(cap.folder)}: never read"
+        if t.kind != "folder":
+            continue
+        try:
+            files = walk(cap, t.path)
+        except OSError as exc:
+            return f"{shown(t.path)}: cannot list its files ({exc.strerror or exc})"
+        if not isinstance(files, list):
+            return f"{shown(t.path)}: no list of its files came from {cap.node}"
+        for rel, size in files:
+            parts = rel.rstrip("/").split("/") if isinstance(rel, str) else [""]
+            if size == LINK:
+                return f"{shown(f'{t.path}/{rel}')} is a symbolic link or a special file: never followed"
+            if not isinstance(size, int) or size < -1 or any(p in ("", ".", "..") or "\0" in p for p in parts):
+                return f"{shown(t.path)}: {shown(rel)} is not a file inside it: never read"
+        listings[(cap.node, t.path)] = files
+    return ""
 
 
 def plan(captures: Sequence[Capture], walk) -> Tuple[List[Item], List[str]]:
@@ -127,17 +159,19 @@ def plan(captures: Sequence[Capture], walk) -> Tuple[List[Item], List[str]]:
         group = group_of(cap)
         for t in cap.traces:
             name = f"{group}/{dest_name(cap, t.name)}"
-            files = walk(cap, t.path) if t.kind == "folder" else [("", t.size)]
-            for rel, size in files:
-                dest = f"{name}/{rel.rstrip('/')}" if rel else name
-                item = Item(os.path.join(t.path, rel) if rel else t.path, dest, size, index)
+            folder = t.kind == "folder"
+            for rel, size in walk(cap, t.path) if folder else [("", t.size)]:
+                rel = rel.rstrip("/")
+                dest = f"{name}/{'/'.join(_part(p) for p in rel.split('/'))}" if rel else name
+                source = os.path.normpath(os.path.join(t.path, rel) if rel else t.path)
+                item = Item(source, dest, size, index, t.path if folder else cap.folder)
                 other = items.get(dest)
                 if other is not None:
-                    if other.size != size:
+                    if (other.size, other.source) != (size, item.source):
                         raise CaptureError(
-                            f"two different files would both be {dest}: {other.source} on "
-                            f"{captures[other.capture].node} and {item.source} on {cap.node}",
-                            Location(item.source), "collect them into two DEST folders, one per source folder")
+                            f"two different files would both be {dest}: {shown(other.source)} on "
+                            f"{captures[other.capture].node} and {shown(item.source)} on {cap.node}",
+                            Location(shown(item.source)), "collect them into two DEST folders, one per source folder")
                     continue
                 items[dest] = item
         if cap.rank is not None and cap.traces:
@@ -148,26 +182,13 @@ def plan(captures: Sequence[Capture], walk) -> Tuple[List[Item], List[str]]:
     return list(items.values()), notes
 
 
-def walk_local(cap: Optional[Capture], path: str) -> List[Tuple[str, int]]:
-    """(relative path, size) of each file under ``path``, and (relative path + "/", -1) of each folder."""
-    out = []
-    for top, dirs, files in os.walk(path):
-        dirs.sort()
-        out += [(os.path.relpath(os.path.join(top, d), path).replace(os.sep, "/") + "/", -1) for d in dirs]
-        for f in sorted(files):
-            full = os.path.join(top, f)
-            out.append((os.path.relpath(full, path).replace(os.sep, "/"), os.lstat(full).st_size))
-    return out
-
-
 def collect_here(dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None, chunk: Optional[int] = None,
                  skip_broken: bool = False) -> Result:
     """The captures under ``folders`` (or the default folders, see :func:`patchkit.captures.search`) into ``dest``."""
     from .captures import search
 
-    caps = search(folders, cwd)
-    source = Source()
-    return collect(dest, caps, {c.node: source for c in caps}, walk_local, chunk, skip_broken)
+    caps = confine(search(folders, cwd))
+    return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken)
 
 
 # ---------------------------------------------------------------- copying
@@ -179,36 +200,39 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
     dest = os.path.abspath(dest)
     chunk = chunk or CHUNK
     inside = os.path.realpath(dest) + os.sep  # DEST under a searched folder: its copies are not captures to collect
-    captures = unique([c for c in captures if not os.path.realpath(c.where).startswith(inside)])
+    listings: Dict[Tuple[str, str], List[Tuple[str, int]]] = {}
+    captures = [c if c.problem else c._replace(problem=_screen(c, walk, listings))
+                for c in unique(sorted((c for c in captures if not os.path.realpath(c.where).startswith(inside)),
+                                       key=lambda c: bool(c.problem)))]  # a refused twin never hides a good one
     broken = [c for c in captures if c.problem]
     if broken and not skip_broken:
         first = broken[0]
         more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
-        raise CaptureError(f"{first.problem}{more}; nothing was copied", None,  # the problem names its file
+        raise CaptureError(f"{shown(first.problem, 4000)}{more}; nothing was copied", None,  # it names its file
                            "move the broken capture aside, or pass --skip-broken to collect the others")
     good = [c for c in captures if not c.problem]
     if not good:
         raise CaptureError("no capture to collect", Location(dest), "see `patchkit traces` for what was found")
     recorded = journal.read(dest)
-    items, notes = plan(good, walk)
+    items, notes = plan(good, lambda cap, path: listings[(cap.node, path)])
     # everything that could stop the collect is checked before the first byte is written
-    keep = _check_existing(dest, items, good, sources, recorded, chunk)
+    keep = _check_existing(dest, items, good, sources, recorded) if os.path.isdir(dest) else {}
     os.makedirs(dest, exist_ok=True)
-    if not os.path.exists(os.path.join(dest, journal.JOURNAL)):
+    if not os.path.lexists(os.path.join(dest, journal.JOURNAL)):
         journal.start(dest)
     done: List[Copied] = []
     for item in items:
         cap = good[item.capture]
-        target = os.path.join(dest, *item.dest.split("/"))
+        target = os.path.join(dest, *journal.parts_of(item.dest))
         if item.size < 0:  # a folder of a torch_npu capture (empty ones too)
-            os.makedirs(target, exist_ok=True)
+            os.close(journal.folder(dest, item.dest))
             continue
         if item.dest in keep:
             done.append(Copied(target, item.source, cap.node, item.size, "already there", item.capture))
             if item.dest not in recorded:
                 journal.append(dest, keep[item.dest])
             continue
-        entry = _copy(sources[cap.node], item, target, chunk)
+        entry = _copy(sources[cap.node], item, dest, chunk)
         journal.append(dest, dict(entry, **{"node": cap.node}))
         done.append(Copied(target, item.source, cap.node, item.size, "copied", item.capture))
     written = [m for m in (_manifest(dest, cap) for cap in good) if m]
@@ -218,54 +242,70 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
 
 
 def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], sources: Dict[str, Source],
-                    recorded: Dict[str, Dict[str, Any]], chunk: int) -> Dict[str, Dict[str, Any]]:
+                    recorded: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """The files already in DEST that are these captures' (kept); any other file in the way stops the collect."""
     keep: Dict[str, Dict[str, Any]] = {}
+    for group in sorted({group_of(c) for c in caps}):  # where the manifests go, after the traces
+        if journal.what_is(dest, f"{group}/{manifest.FOLDER}")[0] not in ("missing", "folder"):
+            where = os.path.join(dest, group, manifest.FOLDER)
+            raise CaptureError(f"{where} is not a folder patchkit collect made", Location(where),
+                               "move it aside, or collect into a new folder; nothing was written")
     for item in items:
-        target = os.path.join(dest, *item.dest.split("/"))
-        if item.size < 0 or not os.path.lexists(target):
+        kind, size, digest = journal.what_is(dest, item.dest)
+        if kind == "missing" or (item.size < 0 and kind == "folder"):
             continue
-        cap = caps[item.capture]
-        size, digest = file_digest(target, chunk) if os.path.isfile(target) else (-1, "")
+        target, cap = os.path.join(dest, *item.dest.split("/")), caps[item.capture]
         known = recorded.get(item.dest)
         if known is not None and (known.get("size"), known.get("sha256")) == (size, digest) and size == item.size:
             keep[item.dest] = known  # copied and checked by an earlier run, and unchanged since
             continue
-        src_size, src_digest = sources[cap.node].digest(item.source)
-        if (size, digest) != (src_size, src_digest):
-            raise CaptureError(f"{target} is already there and differs from {item.source} on {cap.node}",
+        if item.size < 0 or kind != "file" or (size, digest) != sources[cap.node].digest(item.source, item.root):
+            raise CaptureError(f"{target} is already there and differs from {shown(item.source)} on {cap.node}",
                                Location(target), "it is not replaced: collect into a new folder, or move that file "
                                                  "aside; nothing was written")
         keep[item.dest] = {"file": item.dest, "size": size, "sha256": digest, "from": item.source, "node": cap.node}
     return keep
 
 
-def _copy(source: Source, item: Item, target: str, chunk: int) -> Dict[str, Any]:
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    part = target + PART
-    h, written = hashlib.sha256(), 0
-    with open(part, "wb") as handle:  # a part file of a killed run is started again, never trusted
-        for data in source.chunks(item.source, item.size, chunk):
-            handle.write(data)
-            h.update(data)
-            written += len(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    size, digest = source.digest(item.source)
-    if (written, h.hexdigest()) != (size, digest) or os.path.getsize(part) != size:
-        os.unlink(part)
-        raise CaptureError(f"the copy of {item.source} from {source.node or 'this machine'} does not match it "
-                           f"({written} bytes, sha256 {h.hexdigest()[:12]}; the source: {size} bytes, "
-                           f"{digest[:12]}): it changed while it was copied, or the transfer failed",
-                           Location(item.source), "run the same collect again once the job has finished writing")
-    os.link(part, target)  # never replaces a file
-    os.unlink(part)
+def _copy(source: Source, item: Item, dest: str, chunk: int) -> Dict[str, Any]:
+    """One file copied to ``<name>.patchkit-part`` in DEST, checked, then linked to its name (never replacing one)."""
+    parent, _, name = item.dest.rpartition("/")
+    fd = journal.folder(dest, parent)
+    part, h, written = name + PART, hashlib.sha256(), 0
+    try:
+        try:
+            os.unlink(part, dir_fd=fd)  # a part file of a killed run is started again, never trusted
+        except FileNotFoundError:
+            pass
+        with journal.create(fd, part) as handle:
+            for data in source.chunks(item.source, item.size, chunk, item.root):
+                handle.write(data)
+                h.update(data)
+                written += len(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        size, digest = source.digest(item.source, item.root)
+        if (written, h.hexdigest()) != (size, digest) or os.stat(part, dir_fd=fd).st_size != size:
+            os.unlink(part, dir_fd=fd)
+            raise CaptureError(f"the copy of {shown(item.source)} from {source.node or 'this machine'} does not "
+                               f"match it ({written} bytes, sha256 {h.hexdigest()[:12]}; the source: {size} bytes, "
+                               f"{digest[:12]}): it changed while it was copied, or the transfer failed",
+                               Location(shown(item.source)), "run the same collect again once the job has finished "
+                                                             "writing")
+        os.link(part, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)  # never replaces a file
+        os.unlink(part, dir_fd=fd)
+    except OSError as exc:
+        target = os.path.join(dest, *item.dest.split("/"))
+        raise CaptureError(f"cannot write {target}: {exc.strerror or exc}", Location(target),
+                           "DEST holds something patchkit collect did not make there: move it aside, or collect "
+                           "into a new folder") from None
+    finally:
+        os.close(fd)
     return {"file": item.dest, "size": size, "sha256": digest, "from": item.source}
 
 
 def _manifest(dest: str, cap: Capture) -> Optional[str]:
     """The capture's manifest in DEST (after its traces), naming the copies; None if it is there already."""
-    group = group_of(cap)
     record = dict(cap.data) if cap.data else {
         "format": manifest.FORMAT, "kind": manifest.KIND, "recipe": "", "key": "", "role": "",
         "backend": cap.backend, "rank": cap.rank, "host": cap.host, "pid": cap.pid, "steps": None,
@@ -274,9 +314,7 @@ def _manifest(dest: str, cap: Capture) -> Optional[str]:
                         for t in cap.traces]
     record["collected_from"] = {"node": cap.node, "folder": cap.folder, "manifest": cap.manifest,
                                 "traces": [t.path for t in cap.traces]}
-    first = cap.traces[0].name if cap.traces else os.path.basename(cap.manifest or "capture.json")[: -len(".json")]
-    name = manifest.capture_name(dest_name(cap, first))
-    folder = os.path.join(dest, group, manifest.FOLDER)
-    if os.path.exists(os.path.join(folder, f"{name}.json")):
-        return None
-    return manifest.write(folder, name, record)
+    first = dest_name(cap, cap.traces[0].name if cap.traces else
+                      os.path.basename(cap.manifest or "capture.json")[: -len(".json")])
+    data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8", "backslashreplace")
+    return journal.write_new(dest, f"{group_of(cap)}/{manifest.FOLDER}", manifest.capture_name(first), data)

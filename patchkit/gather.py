@@ -9,6 +9,13 @@ that node: chunk by chunk (a few chunks in flight at a time, so memory stays
 bounded whatever the trace's size), and a last task computes the file's
 size and sha256 there to check the copy.  The driver writes DEST.
 
+What a node sends is not trusted more than a local folder: the node refuses
+captures whose manifest or traces are links or lead out of their folder
+(:func:`patchkit.collect.confine`) and reads a file only inside its folder
+(:func:`patchkit.collect.open_inside`); the driver reduces every name to a
+safe file name, checks every path it writes against DEST, and takes no more
+bytes from a read than it asked for.
+
 Ray is imported only inside these functions.
 """
 
@@ -19,8 +26,9 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 
 from .captures import Capture, CaptureError, NO_CAPTURE_HINT, default_folders, find, unique
 from .cluster import ClusterError, alive_nodes, connect, timeout
-from .collect import Result, Source, collect as copy_into, file_digest, walk_local
+from .collect import Result, Source, collect as copy_into, confine, open_inside, shown, walk_local
 from .errors import Location
+from .journal import digest
 
 IN_FLIGHT = 4  # chunk reads asked of a node at once
 
@@ -45,8 +53,9 @@ def _scan_here(folders: Sequence[str], cwd: str) -> NodeScan:
     label = f"{node_id[:12]} ({ip})"
     try:
         dirs = list(folders) if folders else [p for p, _why in default_folders(cwd)]
-        caps = find([d for d in dirs if os.path.isdir(d)], node=label, require=False)
-        listings = {t.path: walk_local(None, t.path) for c in caps for t in c.traces if t.kind == "folder"}
+        caps = confine(find([d for d in dirs if os.path.isdir(d)], node=label, require=False))
+        listings = {t.path: walk_local(None, t.path) for c in caps if not c.problem for t in c.traces
+                    if t.kind == "folder"}
         there = [d for d in dirs if os.path.isdir(d)]
         return NodeScan(node_id, ip, label, True, "searched " + (", ".join(there) if there else "no folder"),
                         tuple(caps), listings)
@@ -54,14 +63,15 @@ def _scan_here(folders: Sequence[str], cwd: str) -> NodeScan:
         return NodeScan(node_id, ip, label, False, f"{type(exc).__name__}: {exc}")
 
 
-def _read_here(path: str, offset: int, length: int) -> bytes:
-    with open(path, "rb") as handle:
+def _read_here(path: str, offset: int, length: int, root: str) -> bytes:
+    with open_inside(path, root) as handle:
         handle.seek(offset)
         return handle.read(length)
 
 
-def _digest_here(path: str) -> Tuple[int, str]:
-    return file_digest(path)
+def _digest_here(path: str, root: str) -> Tuple[int, str]:
+    with open_inside(path, root) as handle:
+        return digest(handle)
 
 
 # ---------------------------------------------------------------- on the driver
@@ -123,18 +133,29 @@ class RaySource(Source):
         self._read = _pinned(ray, _read_here, node_id)
         self._digest = _pinned(ray, _digest_here, node_id)
 
-    def chunks(self, path: str, size: int, chunk: int) -> Iterator[bytes]:
-        offsets = list(range(0, size, chunk))
-        pending: List[Any] = []
-        while offsets or pending:
-            while offsets and len(pending) < IN_FLIGHT:
-                pending.append(self._read.remote(path, offsets.pop(0), chunk))
-            data = _get(self.ray, pending.pop(0), f"reading {path} on {self.node}")
+    def chunks(self, path: str, size: int, chunk: int, root: str) -> Iterator[bytes]:
+        """The file's bytes, ``chunk`` at a time with IN_FLIGHT reads asked ahead; never more than asked for."""
+        offset, pending = 0, []  # type: int, List[Any]
+        while offset < size or pending:
+            while offset < size and len(pending) < IN_FLIGHT:
+                pending.append(self._read.remote(path, offset, chunk, root))
+                offset += chunk
+            data = _get(self.ray, pending.pop(0), f"reading {shown(path)} on {self.node}")
+            data = checked_chunk(data, chunk, path, self.node)
             if data:
                 yield data
 
-    def digest(self, path: str) -> Tuple[int, str]:
-        return _get(self.ray, self._digest.remote(path), f"checking {path} on {self.node}")
+    def digest(self, path: str, root: str) -> Tuple[int, str]:
+        return _get(self.ray, self._digest.remote(path, root), f"checking {shown(path)} on {self.node}")
+
+
+def checked_chunk(data: Any, chunk: int, path: str, node: str) -> bytes:
+    """A read's answer from a node: bytes, at most the ``chunk`` asked for (an empty one at the file's end)."""
+    if not isinstance(data, bytes) or len(data) > chunk:
+        raise CaptureError(f"{node} answered a read of {chunk} bytes of {shown(path)} with "
+                           f"{len(data) if isinstance(data, bytes) else type(data).__name__}", Location(shown(path)),
+                           "check that node's patchkit (the same version on every node); nothing was kept")
+    return data
 
 
 def collect(address: str, dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None,
@@ -149,5 +170,5 @@ def collect(address: str, dest: str, folders: Sequence[str] = (), cwd: Optional[
         caps = found(scans, folders)
         listings = {(s.node, path): files for s in scans for path, files in (s.listings or {}).items()}
         sources: Dict[str, Source] = {s.node: RaySource(ray, s.node_id, s.node) for s in scans if s.ok}
-        result = copy_into(dest, caps, sources, lambda cap, path: listings[(cap.node, path)], chunk, skip_broken)
+        result = copy_into(dest, caps, sources, lambda cap, path: listings.get((cap.node, path)), chunk, skip_broken)
         return result, scans

@@ -17,11 +17,15 @@ newer one), the recipe, capture key and role, backend, rank, host, pid, the
 steps recorded (patchkit's own step index, as the recipe counts), the window's
 start and end time, whether it was cut short, the traces (names relative to
 the save path, with their sizes), the absolute save path, patchkit's version
-and the settings used.
+and the settings used.  ``error`` says why a trace was not written whole (a
+full disk, a quota; "" when none), as does that trace's entry: such a trace
+is missing or cut off, so a reader that knows no ``error`` still finds the
+capture broken (``FORMAT`` stays 1).
 
-It also appends the save path, once per process, to ``$PATCHKIT_HOME/captures``
-so that ``patchkit traces`` finds captures written from any working
-directory, and after the recipe is reverted.
+The runtime then appends the save path, once per process, to
+``$PATCHKIT_HOME/captures`` (:func:`note_folder`) so that ``patchkit traces``
+finds captures written from any working directory, and after the recipe is
+reverted.
 
 Standard library only: this runs inside the training process.  Writes are
 atomic (a temporary file in the same folder, then a rename that never
@@ -42,6 +46,8 @@ FORMAT = 1  # bump when a reader of format 1 would misread a new manifest
 KIND = "patchkit-capture"
 FOLDER = "patchkit-manifests"  # inside the save path
 INDEX = "captures"  # under $PATCHKIT_HOME: one absolute save path per line
+LIMIT = 4 << 20  # bytes of a manifest read: patchkit writes a few KiB (settings, trace names)
+INDEX_LIMIT = 16 * 1024 * 1024  # bytes of the index read: some 100,000 save paths
 TRACE_ENDINGS = (".pt.trace.json.gz", ".pt.trace.json")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
 
@@ -49,24 +55,25 @@ _noted: set = set()  # save paths this process has put in the index
 
 
 def home() -> str:
-    """``$PATCHKIT_HOME``, as :func:`patchkit.ledger.home` reads it (not imported here: this runs in the job)."""
-    env = os.environ.get("PATCHKIT_HOME")
-    if env:
-        return os.path.expanduser(env)
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "patchkit")
+    """``$PATCHKIT_HOME`` (:func:`patchkit.private.home`, standard library only: this runs in the job)."""
+    from .private import home as state_home
+
+    return state_home()
 
 
 # ---------------------------------------------------------------- writing (in the job)
 
 
 def record_window(key: str, backend: str, rank: Any, settings: Mapping[str, Any], first: int, last: int,
-                  started: Optional[float], traces: Sequence[str], cut_short: str = "") -> str:
-    """Write the manifest of one closed window; returns its path.  May raise (the runtime says it in one line)."""
+                  started: Optional[float], traces: Sequence[str], cut_short: str = "",
+                  failed: Sequence[Tuple[str, str]] = ()) -> str:
+    """Write the manifest of one closed window; returns its path.  May raise (the runtime says it in one line).
+    ``failed``: (trace, why) of each trace that was not written whole."""
     from . import __version__
 
     save_path = os.path.abspath(str(settings.get("save_path") or "."))
     entries = [_trace_entry(save_path, path) for path in traces]
+    entries += [_trace_entry(save_path, path, str(why) or "not written whole") for path, why in failed]
     record = {
         "format": FORMAT,
         "kind": KIND,
@@ -82,15 +89,14 @@ def record_window(key: str, backend: str, rank: Any, settings: Mapping[str, Any]
         "start_time": _iso(started),
         "end_time": _iso(time.time()),
         "cut_short": cut_short,
+        "error": "; ".join(f"{e['name']}: {e['error']}" for e in entries if e.get("error")),
         "save_path": save_path,
         "traces": entries,
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
     }
     name = capture_name(entries[0]["name"]) if entries else \
         _safe(f"{key.replace('/', '.')}_{record['host']}_{record['pid']}_steps{first}-{last}")
-    path = write(os.path.join(save_path, FOLDER), name, record)
-    note_folder(save_path)
-    return path
+    return write(os.path.join(save_path, FOLDER), name, record)
 
 
 def capture_name(trace_name: str) -> str:
@@ -131,8 +137,9 @@ def note_folder(save_path: str) -> None:
     if save_path in _noted:
         return
     base = home()
-    os.makedirs(base, exist_ok=True)
-    fd = os.open(os.path.join(base, INDEX), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.makedirs(base, mode=0o700, exist_ok=True)  # private: see patchkit.private
+    fd = os.open(os.path.join(base, INDEX), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                 0o600)
     try:
         os.write(fd, (save_path + "\n").encode("utf-8", "surrogateescape"))
     finally:
@@ -141,12 +148,16 @@ def note_folder(save_path: str) -> None:
 
 
 def indexed_folders() -> List[str]:
-    """The save paths the index lists, each once, in the order first written."""
-    try:
-        with open(os.path.join(home(), INDEX), "rb") as handle:
-            lines = handle.read().decode("utf-8", "surrogateescape").splitlines()
-    except OSError:
+    """The save paths the index lists, each once, in the order first written.
+
+    The index is a state file: refused (:class:`patchkit.private.NotPrivate`) when another user owns or can write it.
+    """
+    from . import private
+
+    if not private.check(home(), folder=True):
         return []
+    data = private.read(os.path.join(home(), INDEX), INDEX_LIMIT)
+    lines = (data or b"").decode("utf-8", "surrogateescape").splitlines()
     seen: Dict[str, None] = {}
     for line in lines:
         if line.startswith(os.sep):
@@ -154,12 +165,20 @@ def indexed_folders() -> List[str]:
     return list(seen)
 
 
-def _trace_entry(save_path: str, path: str) -> Dict[str, Any]:
+def _trace_entry(save_path: str, path: str, error: str = "") -> Dict[str, Any]:
     full = os.path.abspath(path)
-    size, files = measure(full)
+    try:
+        size, files = measure(full)
+    except OSError:
+        if not error:
+            raise
+        size, files = 0, 0  # a failed trace its writer never gave its name
     rel = os.path.relpath(full, save_path)
-    return {"name": rel.replace(os.sep, "/"), "kind": "folder" if os.path.isdir(full) else "file",
-            "size": size, "files": files}
+    folder = os.path.isdir(full) or (error and full.endswith(ASCEND_ENDING))
+    entry = {"name": rel.replace(os.sep, "/"), "kind": "folder" if folder else "file", "size": size, "files": files}
+    if error:
+        entry["error"] = error
+    return entry
 
 
 def _iso(seconds: Optional[float]) -> Optional[str]:
@@ -169,8 +188,23 @@ def _iso(seconds: Optional[float]) -> Optional[str]:
         time.strftime("%z", time.localtime(seconds))
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+def safe_name(name: str, limit: int = 200) -> str:
+    """``name`` as one harmless file name: only ``A-Za-z0-9._-`` (so no separator, control character or NUL),
+    no ``..``, never hidden or ``.``, at most ``limit`` characters (a longer one keeps its start and its ending,
+    joined by a hash of the whole name, so ``.pt.trace.json`` or ``_ascend_pt`` survives)."""
+    import hashlib
+
+    text = str(name)
+    safe = re.sub(r"[^A-Za-z0-9._-]|\.\.+", "_", text)  # no ".." anywhere, not even inside a name
+    safe = "_" + safe[1:] if safe.startswith(".") else safe or "_"
+    if len(safe) > limit:
+        tag = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        tail = min(80, limit // 3)
+        safe = f"{safe[: limit - tail - 14]}_{tag}_{safe[-tail:]}"
+    return safe
+
+
+_safe = safe_name
 
 
 # ---------------------------------------------------------------- reading (patchkit traces / collect)
@@ -201,10 +235,15 @@ def read(path: str) -> Dict[str, Any]:
     """The manifest at ``path``, of a format this patchkit reads; :class:`Unreadable` says why not."""
     from . import __version__
 
+    from .confined import Refused, read_bounded
+
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_bounded(path, LIMIT)
+    except Refused as exc:
+        raise Unreadable(str(exc)) from None
     except OSError as exc:
+        if os.path.islink(path):
+            raise Unreadable("the manifest is a symbolic link: never followed") from None
         raise Unreadable(f"cannot read it: {exc.strerror or exc}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
@@ -252,7 +291,7 @@ def check_trace(path: str, recorded_size: Optional[int] = None) -> str:
     if recorded_size is not None and size != recorded_size:
         return f"is {size} bytes, {recorded_size} when it was written: cut off or changed since"
     if path.endswith(".json") and _cut_short(path):
-        return "ends in the middle of its JSON data (the disk was full or the copy was interrupted)"
+        return "ends in the middle of its JSON data (the disk was full, or its writer or copy was interrupted)"
     if path.endswith(".gz"):
         return _gzip_problem(path)
     return ""

@@ -206,14 +206,15 @@ def reset():
 
 
 def report():
-    """One dict per key seen: state, backend, rank, recorded windows, trace paths."""
+    """One dict per key seen: state, backend, rank, recorded windows, trace paths, [trace, why] of traces not
+    written whole, and the error that ended the capture (None if none)."""
     with _lock:
         out = []
         for state, table in (("running", _captures), ("finished", _done)):
             for key, cap in table.items():
                 out.append({"key": key, "state": state, "backend": cap.backend, "rank": cap.rank,
                             "step": cap.n, "recorded": list(cap.recorded), "traces": list(cap.traces),
-                            "error": cap.error})
+                            "failed": [list(f) for f in cap.failed], "error": cap.error})
         return out
 
 

@@ -51,6 +51,7 @@ class Capture:
         self.ended = False
         self.recorded = []
         self.traces = []
+        self.failed = []  # (trace, why) of each trace not written whole (a full disk, a quota, a killed writer)
         self.error = None
         # for quick_step, set by arm(): steps below next_event are no event
         self.next_event = 0
@@ -161,22 +162,18 @@ class Capture:
         self._log_close(first, last, "")
 
     def _log_close(self, first, last, why):
-        new = self.program.new_traces()
+        new, failed = _written(self.program)
         self.traces += new
-        _write_manifest(self, first, last, new, why)
+        self.failed += failed
+        written = _write_manifest(self, first, last, new, why, failed)
+        error = "; ".join(f"{path} was not written whole: {reason}" for path, reason in failed)
         if self.answer is not None:
-            self.answer(first=first, last=last, traces=new)
-        if self.program.trace_dir is None:
-            where = f"written by {self.backend} itself"
-        elif new:
-            where = ", ".join(new)
-        else:
-            where = f"none found in {self.program.trace_dir}"
+            self.answer(first=first, last=last, traces=new, error=error or None)
+        where = f"written by {self.backend} itself" if self.program.trace_dir is None else ", ".join(new) or (
+            "none" if failed else f"none found in {self.program.trace_dir}")
         say(f"{self.key}: window closed after step {last}{why} ({_span(first, last)} recorded); trace: {where}")
-        for path in new:
-            if _cut_short(path):
-                say(f"{self.key}: {path} ends in the middle of its data: the disk was full or a file size limit "
-                    "was hit while it was written; free space and capture again")
+        if failed:
+            say(f"{self.key}: capture failed: {error}; {'its manifest says so, and ' * written}the job runs on")
 
     def finish(self, reason):
         """Stop for good: close an open window (flushing it), stop the profiler, mark the key finished."""
@@ -246,32 +243,68 @@ class Capture:
         self.program.namespace.clear()
 
 
-def _cut_short(path):
-    """A JSON trace whose last bytes do not close it was cut off (profilers write it without checking)."""
-    if not path.endswith(".json"):
-        return False
+PARTIAL = (".part", ".tmp")  # a trace its writer has not finished (or stopped writing): never a capture
+STOPPED = "the disk was full, a quota or file size limit was hit, or the writer was killed"
+
+
+def _written(program):
+    """(whole traces, [(trace, why not)]) of the window that just closed: profilers write without checking."""
+    from . import manifest
+
+    failed = program.failed_traces()  # what the backend's own code could not write (and left under no name)
+    whole = []
+    for path in program.new_traces():
+        stem = next((path[: -len(e)] for e in PARTIAL if path.endswith(e)), None)
+        if stem is not None:
+            if stem not in dict(failed):
+                failed.append((stem, f"its writer left {os.path.basename(path)} unfinished: {STOPPED}"))
+            continue
+        why = _unfinished(path, manifest)
+        if why:
+            failed.append((path, why))
+        else:
+            whole.append(path)
+    return whole, failed
+
+
+def _unfinished(path, manifest):
+    """Why a trace a profiler wrote is not whole ("" when it looks whole); never raises."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 64))
-            tail = handle.read().rstrip()
-    except OSError:
-        return False
-    return not tail.endswith((b"}", b"]"))
+        if not os.path.isdir(path):
+            return "" if path.endswith(".gz") else manifest.check_trace(path)
+        names = [os.path.relpath(os.path.join(top, n), path) for top, _dirs, files in os.walk(path)
+                 for n in files if n.endswith(".json")][:1000]
+        if path.endswith(manifest.ASCEND_ENDING) and not any(n.startswith("profiler_info") for n in names):
+            return f"torch_npu did not finish it (no profiler_info*.json): {STOPPED}"
+        cut = [n for n in names if manifest.check_trace(os.path.join(path, n))]
+        return f"its {cut[0]} ends in the middle of its JSON data: {STOPPED}" if cut else ""
+    except Exception as exc:  # noqa: BLE001 - a check must not end the capture
+        return f"it cannot be checked: {type(exc).__name__}: {exc}"
 
 
 def _span(a, b):
     return f"step {a}" if a == b else f"steps {a}-{b}"
 
 
-def _write_manifest(cap, first, last, traces, why):
-    """The capture's manifest next to its traces (patchkit.manifest); a failure is one line, never raised."""
+def _write_manifest(cap, first, last, traces, why, failed=()):
+    """The capture's manifest next to its traces (patchkit.manifest); False: not written (one line, never raised)."""
     try:
         from . import manifest
 
-        manifest.record_window(cap.key, cap.backend, cap.rank, cap.s, first, last,
-                               getattr(cap, "window_started", None), traces, why.replace(" at ", "", 1))
+        path = manifest.record_window(cap.key, cap.backend, cap.rank, cap.s, first, last,
+                                      getattr(cap, "window_started", None), traces, why.replace(" at ", "", 1),
+                                      failed=failed)
     except Exception as exc:
         say(f"{cap.key}: the capture's manifest was not written: {type(exc).__name__}: {exc}")
         if strict():
             raise
+        return False
+    folder = os.path.dirname(os.path.dirname(path))
+    try:
+        manifest.note_folder(folder)
+    except Exception as exc:
+        say(f"{cap.key}: the capture's manifest {path} was written, but patchkit's list of capture folders could "
+            f"not be updated ({type(exc).__name__}: {exc}); `patchkit traces {folder}` finds it")
+        if strict():
+            raise
+    return True

@@ -119,7 +119,8 @@ def test_render_rejects_invalid_settings():
 def test_torch_render():
     text = backends.render(settings(contents=("cpu", "npu", "memory", "shapes", "stack", "module")), key="r")
     assert "schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1, skip_first=0)" in text
-    assert "on_trace_ready=torch.profiler.tensorboard_trace_handler('./outputs/patchkit/x')" in text
+    assert "on_trace_ready=on_trace_ready" in text  # tensorboard_trace_handler's file, renamed once written whole
+    assert "trace = os.path.join('./outputs/patchkit/x', name)" in text and "os.rename(part, trace)" in text
     for flag in ("record_shapes", "profile_memory", "with_stack", "with_modules"):
         assert f"{flag}=True" in text
     assert "if torch.cuda.is_available():" in text
@@ -130,7 +131,50 @@ def test_torch_render():
 
 def test_torch_render_with_role_names_the_file():
     text = backends.render(settings(), key="verl-fsdp-logprob/ref")
-    assert "worker_name=socket.gethostname() + '_' + str(os.getpid()) + '_ref'" in text
+    assert "name = socket.gethostname() + '_' + str(os.getpid()) + '_ref' + '.' + str(time.time_ns()) + " \
+        "'.pt.trace.json'" in text
+
+
+class Export:
+    """A torch profiler's export_chrome_trace as it behaves when the disk fills: torch itself reports nothing."""
+
+    WHOLE = b'{"traceEvents": [\n  {"ph": "X", "args": {"Input Dims": [[4, 4]]}}\n  ],"traceName": "%s" }'
+
+    def __init__(self, how):
+        self.how = how
+
+    def export_chrome_trace(self, path):
+        data = self.WHOLE % path.encode()
+        if self.how == "raises":
+            raise OSError(27, "File too large")
+        if self.how == "stopped":  # kineto saw the stream fail: it leaves its temporary file and says nothing
+            Path(path + ".tmp").write_bytes(data[:40])
+            return
+        Path(path).write_bytes(data if self.how == "whole" else data[: data.index(b"}") + 1])  # ends on a "}"
+
+
+@pytest.mark.parametrize("how, why", [("whole", None), ("stopped", "OSError: torch stopped writing it"),
+                                      ("cut", "OSError: torch wrote only part of it"),
+                                      ("raises", "OSError: [Errno 27] File too large")])
+def test_torch_trace_gets_its_name_only_when_written_whole(tmp_path, how, why):
+    """The torch backend's on_trace_ready, run as the runtime runs it: a trace cut short never gets its name."""
+    pytest.importorskip("torch")
+    out = tmp_path / "out"
+    prog = backends.build(settings(save_path=str(out)), "r/ref")
+    prog.run("create")
+    prog.namespace["on_trace_ready"](Export(how))
+    failed = prog.failed_traces()
+    if why is None:
+        [trace] = os.listdir(out)
+        assert trace.startswith(f"{os.uname().nodename}_{os.getpid()}_ref.") and trace.endswith(".pt.trace.json")
+        assert failed == [] and (out / trace).read_bytes() == Export.WHOLE % f"{out / trace}.part".encode()
+    else:
+        assert os.listdir(out) == []  # nothing under the trace's name, no temporary file left
+        [(trace, said)] = failed
+        assert said.startswith(why) and os.path.dirname(trace) == str(out) and trace.endswith(".pt.trace.json")
+        if how != "raises":
+            assert "the disk is full, or a quota or file size limit was hit" in said
+    assert prog.failed_traces() == []  # each failure is handed over once
 
 
 def test_torch_render_matches_the_installed_torch():

@@ -48,6 +48,27 @@ def test_a_cut_off_trace_is_found_with_its_problem(tmp_path):
     assert cap.problem.startswith(str(path))
 
 
+def test_what_a_killed_or_stopped_writer_left_is_never_a_capture(tmp_path):
+    """torch's .tmp and the torch backend's .part hold a trace not yet (or never) written whole."""
+    _trace(tmp_path / "h_1.1.pt.trace.json.tmp")
+    _trace(tmp_path / "h_1.2.pt.trace.json.part")
+    _trace(tmp_path / "h_1.2.pt.trace.json.part.tmp")
+    assert find([str(tmp_path)], require=False) == []
+
+
+def test_a_manifest_with_an_error_is_a_broken_capture_with_its_reason(tmp_path):
+    from patchkit import manifest
+
+    whole = _trace(tmp_path / "h_1.3.pt.trace.json")
+    manifest.record_window("r/ref", "torch", 2, {"save_path": str(tmp_path)}, 4, 5, None, [str(whole)],
+                           failed=[(str(tmp_path / "h_1.4.pt.trace.json"), "OSError: [Errno 28] No space left")])
+    (cap,) = find([str(tmp_path)])
+    assert (cap.recipe, cap.role, cap.rank, cap.steps) == ("r", "ref", 2, "4-5")
+    assert [t.path for t in cap.traces] == [str(whole)]  # the whole one; the other was never written
+    assert cap.problem == f"{cap.manifest}: the capture failed: h_1.4.pt.trace.json: OSError: [Errno 28] No space left"
+    assert cap.to_json()["broken"] is True
+
+
 @pytest.mark.parametrize("make,fragment", [
     (lambda p: p / "nowhere", "does not exist"),
     (lambda p: (p / "file.txt").write_text("x") and p / "file.txt", "is not a folder"),

@@ -45,3 +45,66 @@ def test_a_file_in_place_of_dest_is_refused(tmp_path):
     (tmp_path / "dest").write_text("x")
     with pytest.raises(CaptureError, match="is not a folder"):
         journal.read(str(tmp_path / "dest"))
+
+
+# ---------------------------------------------------------------- bounds, links, paths in DEST
+
+
+def test_a_journal_line_over_the_bound_is_refused_read_or_written(tmp_path):
+    journal.start(str(tmp_path))
+    with open(tmp_path / journal.JOURNAL, "ab") as handle:
+        handle.write(b'{"file": "' + b"x" * journal.LINE_MAX + b'"}\n{}\n')
+    with pytest.raises(CaptureError, match="line 2 of the journal is longer than") as info:
+        journal.read(str(tmp_path))
+    assert info.value.where.line == 2
+    size = (tmp_path / journal.JOURNAL).stat().st_size
+    with pytest.raises(CaptureError, match="is longer than"):
+        journal.append(str(tmp_path), {"file": "a", "from": "y" * journal.LINE_MAX})
+    assert (tmp_path / journal.JOURNAL).stat().st_size == size
+
+
+def test_a_journal_that_is_a_link_is_neither_read_nor_written_through(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text('{"kind": "patchkit-collect", "format": 1}\n')
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / journal.JOURNAL).symlink_to(elsewhere)
+    with pytest.raises(CaptureError, match="cannot read the journal: it is a symbolic link"):
+        journal.read(str(dest))
+    with pytest.raises(CaptureError, match="cannot write the journal: it is a symbolic link"):
+        journal.append(str(dest), {"file": "a"})
+    with pytest.raises(FileExistsError):
+        journal.start(str(dest))
+    assert elsewhere.read_text() == '{"kind": "patchkit-collect", "format": 1}\n'
+
+
+@pytest.mark.parametrize("rel", ["../x", "a/../../x", "/etc/passwd", "a//b", "a/.hidden", "a/b\x1b", "a/"])
+def test_only_paths_of_safe_names_are_written(tmp_path, rel):
+    with pytest.raises(CaptureError, match="is not a safe path inside DEST"):
+        journal.folder(str(tmp_path), rel, create=True)
+    with pytest.raises(CaptureError, match="is not a safe path inside DEST"):
+        journal.parts_of(rel)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_folders_and_files_in_dest_are_reached_without_following_a_link(tmp_path):
+    dest, out = tmp_path / "dest", tmp_path / "out"
+    dest.mkdir()
+    out.mkdir()
+    (dest / "g").symlink_to(out)
+    for call in (lambda: journal.folder(str(dest), "g/sub"), lambda: journal.what_is(str(dest), "g/x"),
+                 lambda: journal.write_new(str(dest), "g", "m", b"{}")):
+        with pytest.raises(CaptureError, match="it is a symbolic link, which patchkit collect never follows"):
+            call()
+    assert list(out.iterdir()) == []
+
+    (dest / "h").mkdir()
+    (dest / "h" / "f").write_bytes(b"abc")
+    (dest / "h" / "l").symlink_to(tmp_path / "out")
+    assert journal.what_is(str(dest), "h/f")[:2] == ("file", 3)
+    assert journal.what_is(str(dest), "h/l") == ("other", -1, "")
+    assert journal.what_is(str(dest), "h") == ("folder", -1, "")
+    assert journal.what_is(str(dest), "h/none") == journal.what_is(str(dest), "none/x") == ("missing", -1, "")
+    assert journal.write_new(str(dest), "h/m", "rec", b"{}") == str(dest / "h" / "m" / "rec.json")
+    assert journal.write_new(str(dest), "h/m", "rec", b"[]") is None  # never replaced
+    assert (dest / "h" / "m" / "rec.json").read_bytes() == b"{}" and len(list((dest / "h" / "m").iterdir())) == 1

@@ -130,6 +130,29 @@ def test_a_manifest_that_cannot_be_written_is_one_line_and_the_job_runs_on(tmp_p
         rt.step("m")
 
 
+def test_a_written_manifest_is_never_said_to_be_unwritten(tmp_path, clean_runtime, capsys, monkeypatch):
+    """The list of capture folders in $PATCHKIT_HOME failing to update is a line of its own: the manifest is there."""
+    import torch
+
+    home = tmp_path / "home"
+    home.write_text("a file where the state folder would go")
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    out = tmp_path / "out"
+    clean_runtime.configure("m", backend="torch", contents=("cpu",), save_path=str(out), wait=0, warmup=0, active=1)
+    x = torch.randn(4, 4)
+    for _ in range(3):
+        x = x @ x
+        clean_runtime.step("m")
+    [path] = (out / manifest.FOLDER).glob("*.json")
+    assert manifest.load(str(path))[0]["error"] == ""
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[patchkit]")]
+    assert not any("not written" in ln for ln in said)
+    [line] = [ln for ln in said if "the capture's manifest" in ln]
+    assert line.startswith(f"[patchkit] m: the capture's manifest {path} was written, but patchkit's list of capture "
+                           "folders could not be updated (FileExistsError: ")
+    assert line.endswith(f"; `patchkit traces {out}` finds it")
+
+
 def test_write_is_atomic_and_never_replaces_a_manifest(tmp_path):
     first = manifest.write(str(tmp_path), "cap", {"n": 1})
     second = manifest.write(str(tmp_path), "cap", {"n": 2})

@@ -166,9 +166,14 @@ def test_failing_trace_handler_releases_the_profiler(tmp_path, capsys):
     runtime.configure("fh", **settings(blocker / "traces", active=2))
     for _ in range(4):
         runtime.step("fh")
-    err = lines(capsys)
-    assert len(err) == 2 and "the profiler failed at step 2" in err[1] and "Can't create directory" in err[1]
-    assert not torch.autograd.profiler._is_profiler_enabled
+    err = [ln.replace(str(blocker), "BLOCKER") for ln in lines(capsys)]
+    assert len(err) == 4 and "manifest was not written" in err[1]  # its folder cannot be made either
+    assert err[2] == "[patchkit] fh: window closed after step 1 (steps 0-1 recorded); trace: none"
+    assert err[3].startswith("[patchkit] fh: capture failed: BLOCKER/traces/") and "was not written whole: " \
+        "NotADirectoryError: [Errno 20] Not a directory: 'BLOCKER/traces'; the job runs on" in err[3]
+    [report] = runtime.report()
+    assert report["state"] == "finished" and report["error"] is None and report["traces"] == []
+    assert len(report["failed"]) == 1 and not torch.autograd.profiler._is_profiler_enabled
     runtime.configure("next", **settings(tmp_path / "next"))
     runtime.step("next")
     runtime.step("next")

@@ -198,3 +198,66 @@ def test_steps_inside_a_long_window_do_no_schedule_arithmetic(recorder, monkeypa
     assert len(looked_up) <= 4, looked_up
     assert lines(capsys) == ["[patchkit] long: recording steps 1-100000 (rank 0, recorder) -> the recorder report"]
     assert runtime.report()[0]["step"] == 1000
+
+
+# ---------------------------------------------------------------------------
+# a window whose trace was not written whole (a full disk, a quota, a killed writer) is a failed capture
+
+LEAKY = """
+import os
+def put(name, text):
+    with open(os.path.join(SAVE, 'h_' + str(os.getpid()) + name), 'w') as f:
+        f.write(text)
+put('.1.pt.trace.json.tmp', '{"traceEvents": [')  # a writer that stopped, before its rename
+put('.2.pt.trace.json', '{"traceEvents": [{"ph": "X", "name": "aten::mm"')  # one that renamed what it wrote
+put('.3.pt.trace.json', '{"traceEvents": [{"ph": "X", "name": "aten::mm"}]}')
+"""
+
+
+class Leaky(Recorder):
+    """A backend whose profiler writes without checking, as profilers do: what it leaves when the disk fills."""
+
+    def plan(self, s, features, key):
+        return backends.Plan(sections={"window_close": LEAKY.replace("SAVE", repr(s["save_path"]))},
+                             trace_dir=s["save_path"])
+
+
+def test_traces_a_profiler_left_unfinished_make_the_capture_failed(tmp_path, monkeypatch, capsys):
+    import json
+    import os
+
+    from capturing import cli
+
+    monkeypatch.setitem(backends._REGISTRY, "leaky", Leaky())
+    runtime.configure("lk", **settings(tmp_path, backend="leaky"))
+    for _ in range(3):
+        runtime.step("lk")
+    tag = f"h_{os.getpid()}"
+    stopped, cut, whole = (str(tmp_path / f"{tag}.{n}.pt.trace.json") for n in (1, 2, 3))
+    [report] = runtime.report()
+    assert report["traces"] == [whole] and report["error"] is None
+    reasons = dict(report["failed"])
+    assert reasons == {stopped: f"its writer left {tag}.1.pt.trace.json.tmp unfinished: the disk was full, a quota "
+                                "or file size limit was hit, or the writer was killed",
+                       cut: "ends in the middle of its JSON data (the disk was full, or its writer or copy was "
+                            "interrupted)"}
+    said = lines(capsys)
+    assert said[-2].endswith(f"trace: {whole}") and said[-1].startswith("[patchkit] lk: capture failed: ")
+    [m] = [json.loads(p.read_text()) for p in (tmp_path / "patchkit-manifests").iterdir()]
+    entries = {e["name"]: e for e in m["traces"]}
+    assert entries[f"{tag}.3.pt.trace.json"].get("error") is None
+    assert entries[f"{tag}.1.pt.trace.json"]["size"] == 0 and entries[f"{tag}.2.pt.trace.json"]["size"] > 0
+    assert all(entries[os.path.basename(p)]["error"] == why for p, why in reasons.items())
+    assert sorted(m["error"].split("; ")) == sorted(f"{os.path.basename(p)}: {why}" for p, why in reasons.items())
+    [cap] = json.loads(cli("traces", tmp_path, "--json", code=1).stdout)["captures"]  # the .tmp is never a capture
+    assert cap["broken"] and sorted(t["path"] for t in cap["traces"]) == [cut, whole]
+
+
+def test_the_code_s_failed_traces_are_handed_over_once():
+    prog = backends.Program("x", "k", backends.normalize({}), backends.Plan(sections={}), {}, False)
+    assert prog.failed_traces() == []
+    prog.namespace["failed_traces"] = [("/o/t.json", "OSError: no room"), "/o/u.json"]
+    assert prog.failed_traces() == [("/o/t.json", "OSError: no room"), ("/o/u.json", "failed")]
+    assert prog.failed_traces() == [] and prog.namespace["failed_traces"] == []
+    prog.namespace["failed_traces"] = "not a list"
+    assert prog.failed_traces() == []

@@ -50,6 +50,7 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
     elif device == "npu":
         create.append("import torch_npu")
     create.append(f"os.makedirs({s['save_path']!r}, exist_ok=True)")
+    create.append("failed_traces = []  # (snapshot, why) of each one not written whole; none is left under its name")
     memory = MODULE.get(device, MODULE["cuda"])
     notes: List[str] = []
     unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != DEFAULTS[k]]
@@ -61,8 +62,17 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
             "window_open": f"first = step\n{memory}._record_memory_history(max_entries={MAX_ENTRIES})\n",
             "window_close": f"snapshot = os.path.join({s['save_path']!r}, {name} + '_steps' + str(first) + '-' "
                             f"+ str(step) + '.pickle')\n"
-                            f"{memory}._dump_snapshot(snapshot)\n"
-                            f"{memory}._record_memory_history(enabled=None)\n",
+                            "try:  # under a temporary name, renamed once written whole (a full disk raises)\n"
+                            f"    {memory}._dump_snapshot(snapshot + '.part')\n"
+                            "    with open(snapshot + '.part', 'rb') as f:\n"
+                            "        os.fsync(f.fileno())\n"
+                            "    os.rename(snapshot + '.part', snapshot)\n"
+                            "except Exception as exc:\n"
+                            "    failed_traces.append((snapshot, type(exc).__name__ + ': ' + str(exc)))\n"
+                            "    if os.path.lexists(snapshot + '.part'):\n"
+                            "        os.unlink(snapshot + '.part')\n"
+                            "finally:\n"
+                            f"    {memory}._record_memory_history(enabled=None)\n",
         },
         trace_dir=s["save_path"],
         notes=tuple(notes),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .registry import Plan, get, normalize, validate
 from .schedule import describe_schedule
@@ -94,6 +94,19 @@ class Program:
             names = [n for n in names if mine.search(n)]
         paths = [os.path.join(self.trace_dir, n) for n in names]  # type: ignore[arg-type]
         return sorted(paths, key=_mtime)
+
+    def failed_traces(self) -> List[Tuple[str, str]]:
+        """(trace, why) of each trace the code could not write whole since the last call.
+
+        The code reports them in a list named ``failed_traces`` (see the torch backend's ``on_trace_ready``).
+        """
+        found = self.namespace.get("failed_traces")
+        if not isinstance(found, list):
+            return []
+        out = [(str(item[0]), str(item[1])) if isinstance(item, tuple) and len(item) == 2 else (str(item), "failed")
+               for item in found]
+        del found[:]
+        return out
 
     def _listdir(self) -> List[str]:
         if not self.trace_dir:

@@ -4,7 +4,13 @@ contents: ``cpu`` is always recorded (the step markers live there); ``npu``
 (device data) adds CUDA when ``torch.cuda.is_available()``; ``memory``,
 ``shapes``, ``stack``, ``module`` map to ``profile_memory``,
 ``record_shapes``, ``with_stack``, ``with_modules``.  Traces are Chrome
-trace JSON files written by ``tensorboard_trace_handler(save_path)``.
+trace JSON files named as ``tensorboard_trace_handler(save_path)`` names them,
+``<host>_<pid>[_<role>].<ns>.pt.trace.json``, written by ``export_chrome_trace``
+under a temporary name and renamed only once they are whole: torch does not
+report a write that failed (a full disk, a quota, a file size limit), and a
+trace cut short must never look like a capture.  A trace that could not be
+written is noted in ``failed_traces`` (which the runtime reads), and the
+temporary files are removed.
 """
 
 from __future__ import annotations
@@ -31,15 +37,11 @@ def probe() -> Dict[str, Any]:
 def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
     contents = s["contents"]
     role = role_of(key)
-    create: List[str] = []
-    if role:
-        create += ["import os", "import socket"]
-    create += ["import torch", "", "activities = [torch.profiler.ProfilerActivity.CPU]"]
+    create = ["import os", "import re", "import socket", "import time", "", "import torch", "",
+              "activities = [torch.profiler.ProfilerActivity.CPU]"]
     if "npu" in contents:
         create += ["if torch.cuda.is_available():", "    activities.append(torch.profiler.ProfilerActivity.CUDA)"]
-    handler = [repr(s["save_path"])]
-    if role:  # actor, ref, ... share a folder: the role goes into the file name
-        handler.append(f"worker_name=socket.gethostname() + '_' + str(os.getpid()) + {('_' + role)!r}")
+    create += ["", *_handler(s["save_path"], role)]
     if s["steps"]:  # exactly these steps: a schedule function
         create += ["", *steps_function("torch.profiler.ProfilerAction", s["steps"])]
         schedule = "schedule"
@@ -48,7 +50,7 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
     create += call("prof = torch.profiler.profile", [
         "activities=activities",
         f"schedule={schedule}",
-        f"on_trace_ready=torch.profiler.tensorboard_trace_handler({', '.join(handler)})",
+        "on_trace_ready=on_trace_ready",
         f"record_shapes={'shapes' in contents!r}",
         f"profile_memory={'memory' in contents!r}",
         f"with_stack={'stack' in contents!r}",
@@ -73,3 +75,41 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
         notes=tuple(notes),
     )
 
+
+# the end of a whole trace: its last event and traceEvents list closed, then (newer torch) its traceName, then itself
+WHOLE = r'[}\[]\s*\]\s*(,\s*"traceName"\s*:\s*"([^"\\]|\\.)*"\s*)?\}\s*\Z'
+CUT = "the disk is full, or a quota or file size limit was hit"
+
+
+def _handler(save_path: str, role: str) -> List[str]:
+    """``on_trace_ready``: tensorboard_trace_handler's file, given its name only once it is written whole."""
+    worker = "socket.gethostname() + '_' + str(os.getpid())" + (f" + {('_' + role)!r}" if role else "")
+    return [
+        "failed_traces = []  # (trace, why) of each trace not written whole; nothing is left under its name",
+        "",
+        "",
+        "def on_trace_ready(prof):",
+        "    # tensorboard_trace_handler's file name, given to the trace only once it is written whole",
+        f"    name = {worker} + '.' + str(time.time_ns()) + '.pt.trace.json'",
+        f"    trace = os.path.join({save_path!r}, name)",
+        "    part = trace + '.part'  # torch writes part + '.tmp', renamed to part unless it saw an error",
+        "    try:",
+        f"        os.makedirs({save_path!r}, exist_ok=True)",
+        "        prof.export_chrome_trace(part)",
+        "        if not os.path.exists(part):",
+        f"            raise OSError({'torch stopped writing it: ' + CUT!r})",
+        "        with open(part, 'rb') as f:",
+        "            f.seek(max(0, os.path.getsize(part) - 4096))",
+        f"            if not re.search(rb'{WHOLE}', f.read()):",
+        f"                raise OSError({'torch wrote only part of it: ' + CUT!r})",
+        "            os.fsync(f.fileno())",
+        "        os.rename(part, trace)",
+        "    except Exception as exc:",
+        "        failed_traces.append((trace, type(exc).__name__ + ': ' + str(exc)))",
+        "    finally:",
+        "        for left in (part, part + '.tmp'):",
+        "            if os.path.lexists(left):",
+        "                os.unlink(left)",
+        "",
+        "",
+    ]
