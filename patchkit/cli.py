@@ -279,7 +279,8 @@ def run(recipe, args, root, backend, skip_version, print_env) -> None:
 
 @main.command()
 @click.argument("recipe", shell_complete=_complete_recipes)
-@click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="steps to record")
+@click.option("--steps", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
+              help="steps to record (at most 1000: a profiler holds every event of its window in memory)")
 @click.option("--ranks", metavar="0,1", help="only the processes of these ranks")
 @click.option("--role", help="only the captures of this role (actor, ref, ...)")
 @click.option("--timeout", type=float, default=300, show_default=True, help="seconds to wait for the answers")

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 import click
 
 from .errors import Location, PatchkitError
+from .printable import printable
 
 say = partial(click.echo, err=True)
 
@@ -38,10 +39,31 @@ def recipe_id(ref: str) -> str:
     return ref
 
 
+def shown(value: Any) -> str:
+    """``value`` as text for the terminal, control characters escaped (answers are files, read not trusted)."""
+    try:
+        text = str(value)
+    except ValueError:  # an integer of thousands of digits
+        text = "<a number too long to show>"
+    return printable(text)
+
+
+def check_steps(steps: int) -> None:
+    """At most ``ondemand.MAX_STEPS``: a profiler window holds every event of its steps in the job's memory."""
+    from .ondemand import MAX_STEPS, valid_steps
+
+    if not valid_steps(steps):
+        raise CaptureRequestError(f"--steps: a capture records 1 to {MAX_STEPS} steps",
+                                  Location("<command line>"),
+                                  "ask for a few steps (1 to 10 is what a trace viewer opens): the profiler keeps "
+                                  "every event of the window in the job's memory until the window closes")
+
+
 def capture(recipe: str, steps: int, ranks: Optional[str], role: Optional[str], timeout: float,
             ray_address: Optional[str]) -> None:
     from . import ondemand
 
+    check_steps(steps)
     rid = recipe_id(recipe)
     wanted = parse_ranks(ranks)
     if ray_address:
@@ -73,7 +95,7 @@ def _say_node(result: Dict[str, Any], steps: int, timeout: float, ray: bool) -> 
     for entry in result["asked"]:
         from .ondemand import name
 
-        who = f"{node}rank {entry['rank']} {entry['key']} (pid {entry['pid']} on {entry['host']})"
+        who = shown(f"{node}rank {entry['rank']} {entry['key']} (pid {entry['pid']} on {entry['host']})")
         answer = result["answers"].get(name(entry))
         if answer is None:
             bad += 1
@@ -84,8 +106,10 @@ def _say_node(result: Dict[str, Any], steps: int, timeout: float, ray: bool) -> 
                     "recipe's points: is it still stepping?)")
         elif answer.get("error"):
             bad += 1
-            say(f"{who}: failed: {answer['error']}")
+            say(f"{who}: failed: {shown(answer['error'])}")
         else:
-            traces = ", ".join(answer.get("traces") or []) or "written by the profiler itself"
-            click.echo(f"{who}: steps {answer['first']}-{answer['last']} -> {traces}")
+            traces = answer.get("traces")
+            traces = ", ".join(map(shown, traces)) if isinstance(traces, list) and traces else \
+                "written by the profiler itself"
+            click.echo(f"{who}: steps {shown(answer.get('first'))}-{shown(answer.get('last'))} -> {traces}")
     return bad

@@ -5,6 +5,8 @@ every file) before the command starts, writes each patched module's text to
 the run cache (``$PATCHKIT_HOME/run-cache/<source sha256>-<recipe key>.py``,
 atomically, shared by every later process) and returns the environment that
 makes the command's Python processes install :mod:`patchkit.importhook`.
+Each module's entry records the sha256 of its source and of its patched
+text: the hook executes a cached (or rebuilt) text only when it is that one.
 A process on a node without the cache makes its entry with
 :func:`patchkit.runcache.rebuild`, from the recipe text in the environment.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .importhook import ENV
-from .runcache import cache_dir, cache_name, write
+from .runcache import cache_dir, cache_name, text_sha256, write
 from .model import Settings
 
 HOOK_DIR = str(Path(__file__).resolve().parent / "_run")
@@ -46,7 +48,8 @@ def prepare(settings: Settings, recipe_text: str, root: Optional[str] = None,
             continue
         sha = hashlib.sha256(f.data).hexdigest()
         write(os.path.join(cache_dir(), cache_name(sha, key)), f.result.text)
-        modules[module_name(f.relpath)] = {"sha256": sha, "path": str(f.path),
+        modules[module_name(f.relpath)] = {"sha256": sha, "patched_sha256": text_sha256(f.result.text),
+                                           "path": str(f.path),
                                            "points": [points.index(pt) for pt in f.points]}
     return {"key": key, "recipe": recipe_text, "path": settings.recipe.path, "overrides": list(settings.overrides),
             "modules": modules, "already_applied": skipped, "version": p.installed.shown}

@@ -11,9 +11,12 @@ grandchildren included, since they inherit the environment.
 For a listed module, the hook lets the usual finders find it, then loads it
 itself: it reads the file, and only if its sha256 is the planned one does it
 compile the cached patched text (under the file's own name, so ``__file__``
-and tracebacks name the real file) instead.  A changed file, a missing cache
-that cannot be rebuilt, any failure: one line on stderr and the module is
-imported as it is.  No file under the package is written, and no ``.pyc``.
+and tracebacks name the real file) instead, and only if that text's sha256 is
+the one the planning process recorded in ``PATCHKIT_RUN`` (``patched_sha256``):
+the cache folder is read, not trusted, so a replaced entry is never executed.
+A changed file, a cached or rebuilt text that is not the planned one, a
+missing cache that cannot be rebuilt, any failure: one line on stderr and the
+module is imported as it is.  No file under the package is written, and no ``.pyc``.
 A process whose cache lacks a module (another Ray node) rebuilds it once with
 patchkit's engine and stores it, so later processes there pay no parse.
 
@@ -87,22 +90,33 @@ class PatchedLoader(importlib.abc.Loader):
                 _say(("changed", origin), f"{origin} is not the file `patchkit run` planned for (it changed since); "
                                           "it runs without profiling")
             else:
-                text = self._patched(sha, source)
+                text = self._patched(sha, source, origin)
         except Exception as exc:
             _say(("failed", origin), f"{origin}: {type(exc).__name__}: {exc}; it runs without profiling")
         if text is None:
             return self.inner.exec_module(module)
         exec(compile(text, origin, "exec", dont_inherit=True), module.__dict__)
 
-    def _patched(self, sha, source):
+    def _patched(self, sha, source, origin):
+        """The planned patched text (str), or None (said in one line) when what is found is not it."""
         from patchkit import runcache
 
+        expected = self.entry.get("patched_sha256")
+        if not isinstance(expected, str):
+            _say(("unrecorded", origin), f"{origin}: $PATCHKIT_RUN records no sha256 of its patched text "
+                                         "(planned by another patchkit?); it runs without profiling")
+            return None
         path = os.path.join(runcache.cache_dir(), runcache.cache_name(sha, self.spec["key"]))
         try:
-            with open(path, encoding="utf-8") as handle:
-                return handle.read()
+            data, how = runcache.read(path), "cached"
         except FileNotFoundError:  # this node has no cache yet: the engine, once
-            return runcache.rebuild(self.spec, self.name, source, path)
+            data, how = runcache.rebuild(self.spec, self.name, source, path, expected).encode("utf-8"), "rebuilt"
+        if hashlib.sha256(data).hexdigest() != expected:
+            _say(("mismatch", origin), f"{origin}: the {how} patched text ({path}) is not the one `patchkit run` "
+                                       "planned (its sha256 differs); it is not executed, the module runs "
+                                       "without profiling")
+            return None
+        return data.decode("utf-8")
 
 
 def install(environ=None):

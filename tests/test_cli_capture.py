@@ -157,3 +157,82 @@ def test_on_a_two_node_ray_cluster_every_node_s_process_answers(tmp_path):
     traces = [line.split(" -> ")[1] for line in done.stdout.splitlines()]
     assert len(traces) == 2 and {str(Path(t).parent.parent) for t in traces} == set(map(str, homes))
     assert all(profiler_steps(t) == ["ProfilerStep#0", "ProfilerStep#1"] for t in traces)
+
+
+@pytest.mark.parametrize("steps", ["0", "-1", "1001", "10000000", "9" * 5000],
+                         ids=["0", "-1", "1001", "10M", "5000-digits"])
+def test_steps_out_of_bounds_are_a_usage_error_and_nothing_is_asked(tmp_path, monkeypatch, steps):
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
+    ondemand.register("r", rank=0)  # someone to ask, were the request made
+    done = CliRunner().invoke(main, ["capture", "r", "--steps", steps, "--timeout", "0.1"])
+    assert done.exit_code == 2, done.output
+    assert "'--steps'" in done.output
+    assert ("1<=x<=1000" in done.output) if len(steps) < 100 else ("is not a valid integer" in done.output)
+    assert not (tmp_path / "home" / ondemand.REQUESTS).exists()
+
+
+def test_the_command_line_bound_is_the_one_requests_are_held_to_and_the_help_says_why():
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    (option,) = [p for p in main.commands["capture"].params if p.name == "steps"]
+    assert (option.type.min, option.type.max) == (1, ondemand.MAX_STEPS)
+    help_text = " ".join(CliRunner().invoke(main, ["capture", "--help"]).output.split())
+    assert "at most 1000: a profiler holds every event of its window in memory" in help_text
+
+
+@pytest.mark.parametrize("steps", [0, 1001, 10 ** 5000], ids=["0", "1001", "5001-digits"])
+def test_the_api_refuses_steps_out_of_bounds_with_a_located_error(tmp_path, monkeypatch, steps):
+    from patchkit import cli_capture
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
+    with pytest.raises(cli_capture.CaptureRequestError) as caught:
+        cli_capture.capture("r", steps, None, None, 0.1, None)
+    assert caught.value.where.path == "<command line>" and "1 to 1000 steps" in caught.value.message
+    assert "in the job's memory" in caught.value.hint
+    assert not (tmp_path / "home" / ondemand.REQUESTS).exists()
+
+
+def test_what_an_answer_holds_reaches_the_terminal_escaped(capsys):
+    from patchkit import cli_capture
+
+    entry = {"host": "h", "pid": 1, "key": "r\x1b]0;title\x07", "rank": 0}
+    bad = cli_capture._say_node({"host": "h", "asked": [entry], "dead": [], "answers": {
+        ondemand.name(entry): {"error": "disk\x1b[2J full\rrank 0: fine"}}}, 1, 1.0, False)
+    good = cli_capture._say_node({"host": "h", "asked": [entry], "dead": [], "answers": {
+        ondemand.name(entry): {"traces": ["/t/\x1b[31mred.json"], "first": 10 ** 5000}}}, 1, 1.0, False)
+    out = capsys.readouterr()
+    assert (bad, good) == (1, 0)
+    assert "\x1b" not in out.err + out.out and "\r" not in out.err + out.out and "\x07" not in out.err
+    assert "failed: disk\\x1b[2J full\\x0drank 0: fine" in out.err
+    assert "steps <a number too long to show>-None -> /t/\\x1b[31mred.json" in out.out
+
+
+def test_a_real_job_ignores_hostile_requests_and_still_answers_a_good_one(tmp_path, job):
+    import json
+
+    requests = tmp_path / "home" / ondemand.REQUESTS
+    requests.mkdir(exist_ok=True)
+    now = time.time() + 1
+    hostile = [("evil.json", "../../x", 1), ("huge.json", "huge", 10_000_000), ("minus.json", "minus", "-1")]
+    for name, rid, steps in hostile:
+        (requests / name).write_text(json.dumps({"id": rid, "recipe": "verl-fsdp-update", "steps": steps, "ranks": [],
+                                                 "role": "", "time": now}))
+        (requests / name).chmod(0o600)
+    time.sleep(1)  # ten polls of the job's watcher
+    done = capture(tmp_path, "verl-fsdp-update", "--steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert profiler_steps(done.stdout.strip().split(" -> ")[1]) == ["ProfilerStep#0", "ProfilerStep#1"]
+    assert job.poll() is None
+    assert not (tmp_path / "x").exists() and not (tmp_path / "home" / "x").exists()
+    (answered,) = (tmp_path / "home" / ondemand.ANSWERS).iterdir()  # the good request's, and only that
+    assert ondemand.valid_id(answered.name) and answered.name not in ("huge", "minus")
+    job.send_signal(signal.SIGTERM)
+    err = job.communicate(timeout=60)[1]
+    ignored = [ln for ln in err.splitlines() if ln.startswith("[patchkit] ignoring the capture request")]
+    assert sorted(ln.split("'")[1].rsplit("/", 1)[1] for ln in ignored) == ["evil.json", "huge.json", "minus.json"]

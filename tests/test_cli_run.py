@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.demo import SAMPLE
+from patchkit.editfree import HOOK_DIR
 from runtime_helpers import profiler_steps, trace_files
 
 REPO = Path(__file__).resolve().parent.parent
@@ -168,3 +169,46 @@ def test_on_ray_the_job_s_runtime_env_brings_the_hook_to_every_worker(tmp_path, 
     job = subprocess.run([sys.executable, str(tmp_path / "job.py"), str(tmp_path / "env.json")], capture_output=True,
                          text=True, env=env, cwd=tmp_path, timeout=300)
     assert "worker: True False" in job.stdout, job.stderr[-3000:]
+
+
+def _announced(line):
+    """What `patchkit run` itself says before it becomes COMMAND (cli_run), or a line of patchkit's in the job."""
+    return line.startswith("[patchkit]") or line.startswith("verl-fsdp-update: patching ") or line.startswith("note: ")
+
+
+USER_SITE = textwrap.dedent("""\
+    import os, sys
+    from patchkit.importhook import Finder
+    with open(os.environ["USER_SITE_LOG"], "a") as log:  # the parent `patchkit run` runs it too, without the hook
+        log.write(f"user sitecustomize ran, hook installed: {any(isinstance(f, Finder) for f in sys.meta_path)}\\n")
+    """)
+HELLO = ("import sys, verl.workers.actor.dp_actor as m; "
+         "print('hello', hasattr(m, '_patchkit_runtime'), sys.modules['sitecustomize'].__file__)")
+
+
+@pytest.mark.parametrize("user_site", [False, True], ids=["no-user-sitecustomize", "user-sitecustomize"])
+def test_the_child_s_stderr_holds_nothing_but_patchkit_s_own_lines(tmp_path, site, user_site):
+    log = tmp_path / "user-site.log"
+    extra = {"USER_SITE_LOG": str(log)}
+    if user_site:
+        (tmp_path / "user").mkdir()
+        (tmp_path / "user" / "sitecustomize.py").write_text(USER_SITE)
+        extra["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), str(tmp_path / "user")])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]), PATCHKIT_HOME=str(tmp_path / "home"))
+    env.update(extra)
+    env.pop("PATCHKIT_RUN", None)
+    done = subprocess.run([sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(site),
+                           "backend=torch", "--", sys.executable, "-c", HELLO],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert [line for line in lines if not _announced(line)] == [], done.stderr
+    assert len(lines) == 1 and "patching verl.workers.actor.dp_actor in memory" in lines[0]
+    hello, patched, module = done.stdout.split()
+    assert (hello, patched) == ("hello", "True")  # the hook is installed in the child either way
+    if user_site:
+        assert module == str(tmp_path / "user" / "sitecustomize.py")
+        assert "user sitecustomize ran, hook installed: True" in log.read_text().splitlines()  # the child's run
+    else:
+        assert module == os.path.join(HOOK_DIR, "sitecustomize.py")  # the hook's, back in its place
+        assert not log.exists()

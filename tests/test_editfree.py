@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -66,3 +67,50 @@ def test_a_process_without_the_cache_rebuilds_it_once_and_the_next_one_parses_no
     assert first.stdout.split() == ["True", "True"], first.stderr  # the engine, once
     second = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
     assert second.stdout.split() == ["True", "False"], second.stderr
+
+
+def _child_env(spec, site):
+    return editfree.environment(spec, dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)])))
+
+
+CHECK = "import sys, verl.workers.actor.dp_actor as m; print(hasattr(m, '_patchkit_runtime'), 'libcst' in sys.modules)"
+
+
+def test_the_plan_records_the_sha256_of_each_patched_text_as_it_is_cached(tmp_path, home):
+    site = tmp_path / "site"
+    shutil.copytree(SAMPLE, site)
+    spec = _prepare(site)
+    (entry,) = spec["modules"].values()
+    cached = home / runcache.CACHE / runcache.cache_name(entry["sha256"], spec["key"])
+    assert entry["patched_sha256"] == hashlib.sha256(cached.read_bytes()).hexdigest()
+    assert json.loads(editfree.environment(spec, {})["PATCHKIT_RUN"])["modules"] == spec["modules"]
+
+
+def test_a_planted_cache_entry_is_never_executed(tmp_path, home):
+    site = tmp_path / "site"
+    shutil.copytree(SAMPLE, site)
+    spec = _prepare(site)
+    (entry,) = spec["modules"].values()
+    cached = home / runcache.CACHE / runcache.cache_name(entry["sha256"], spec["key"])
+    marker = tmp_path / "executed"
+    cached.write_text(f"import os  # patchkit\nopen({str(marker)!r}, 'w').close()  # patchkit\n"
+                      + cached.read_text())
+    done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=_child_env(spec, site))
+    assert done.stdout.split() == ["False", "False"], done.stderr  # the original, unpatched, and no engine run
+    assert not marker.exists()
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("[patchkit] run: ") and "cached patched text" in line and "not the one" in line
+
+
+def test_a_rebuilt_text_that_is_not_the_planned_one_is_neither_executed_nor_cached(tmp_path, home):
+    site = tmp_path / "site"
+    shutil.copytree(SAMPLE, site)
+    spec = _prepare(site)
+    shutil.rmtree(home / runcache.CACHE)  # another node, whose engine makes another text than the planner's
+    (entry,) = spec["modules"].values()
+    entry["patched_sha256"] = hashlib.sha256(b"what the planning process made").hexdigest()
+    done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=_child_env(spec, site))
+    assert done.stdout.split() == ["False", "True"], done.stderr  # rebuilt (the engine ran), refused
+    (line,) = done.stderr.splitlines()
+    assert "rebuilt patched text" in line and "not the one `patchkit run` planned" in line
+    assert not list((home / runcache.CACHE).glob("*.py"))  # nothing stored for later processes to trust
