@@ -78,12 +78,13 @@ def find(path: str) -> List[Capture]:
         found.append((root, "ascend"))
     else:
         for top, dirs, files in os.walk(root):
-            for d in sorted(dirs):
-                if d.endswith(ASCEND_ENDING):
+            for d in sorted(dirs):  # a link found on the way (someone else's, in a shared folder) is not followed
+                if d.endswith(ASCEND_ENDING) and not os.path.islink(os.path.join(top, d)):
                     found.append((os.path.join(top, d), "ascend"))
             dirs[:] = sorted(d for d in dirs if not d.endswith(ASCEND_ENDING) and d not in SKIPPED
                              and not d.startswith("."))
-            found += [(os.path.join(top, f), "torch") for f in sorted(files) if f.endswith(TORCH_ENDINGS)]
+            found += [(os.path.join(top, f), "torch") for f in sorted(files)
+                      if f.endswith(TORCH_ENDINGS) and not os.path.islink(os.path.join(top, f))]
     if not found:
         raise TraceError("no capture here: no *.pt.trace.json[.gz] file and no *_ascend_pt folder under it",
                          Location(path), hint=LAYOUT_HINT + "; `patchkit traces` lists the captures patchkit knows")

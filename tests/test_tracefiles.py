@@ -137,3 +137,16 @@ def test_other_json_in_the_manifest_folder_is_not_a_manifest(tmp_path):
     (tmp_path / MANIFESTS / "notes.json").write_text('{"hello": 1}')
     (capture,) = find(str(tmp_path))
     assert (capture.rank, capture.rank_from) == (4, "path name")
+
+
+def test_links_found_in_a_shared_folder_are_not_followed(tmp_path):
+    """A link planted in a shared outputs folder (to a root-only file, to another folder) is not a capture."""
+    elsewhere = tmp_path / "elsewhere"
+    trace(elsewhere / "secret.pt.trace.json")
+    ascend(elsewhere / "x_ascend_pt")
+    run = tmp_path / "run"
+    trace(run / "host_1.1.pt.trace.json")
+    (run / "planted.pt.trace.json").symlink_to(elsewhere / "secret.pt.trace.json")
+    (run / "planted_ascend_pt").symlink_to(elsewhere / "x_ascend_pt")
+    assert [c.path for c in find(str(run))] == [str(run / "host_1.1.pt.trace.json")]
+    assert [c.path for c in find(str(run / "planted.pt.trace.json"))] == [str(run / "planted.pt.trace.json")]  # named
