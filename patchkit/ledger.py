@@ -16,7 +16,6 @@ longer names it is on disk (and no change is half-written).
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -26,8 +25,8 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, Optional, Set
 
 from . import ledger_format, private
-from .errors import LedgerError, Location, LockedError
-from .targetfile import LOCK_TIMEOUT, Changed, atomic_write, write_source
+from .errors import LedgerError, Location
+from .targetfile import LOCK_TIMEOUT, Changed, atomic_write, hold, write_source
 
 BACKUP_LIMIT = 256 * 1024 * 1024  # bytes; the largest target file is under 1 MB
 
@@ -161,8 +160,6 @@ class Ledger:
     def locked(self, timeout: float = LOCK_TIMEOUT, recover: bool = True) -> Iterator["Ledger"]:
         """Hold the state folder's lock and read the ledger; ``recover`` also puts back a change a dead
         process left half-written (apply and revert do; a command that only reads reports it instead)."""
-        import fcntl
-
         private.ensure(str(self.home))
         lock = str(self.home / "lock")
         try:
@@ -173,16 +170,7 @@ class Ledger:
             why = private.problem(os.fstat(fd), False)
             if why is not None:
                 raise private.refuse(lock, why, False)
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                        raise LockedError(f"another patchkit process holds {self.home / 'lock'}",
-                                          hint="wait for it to finish and run the command again") from None
-                    time.sleep(0.05)
+            hold(fd, timeout, f"patchkit process holds {lock}")
             self.load()
             if recover:
                 self.recover()

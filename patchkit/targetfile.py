@@ -33,24 +33,29 @@ class Changed(LedgerError):
     """The target file is not the one planned from: someone wrote it while patchkit worked."""
 
 
+def hold(fd: int, timeout: float, holder: str, where: Optional[Location] = None) -> None:
+    """Take an exclusive ``flock`` on ``fd``, waiting up to ``timeout`` seconds; else :class:`LockedError`."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                raise LockedError(f"another {holder}", where, "wait for it to finish and run the command again") \
+                    from None
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """Hold the lock of ``path``'s place: an exclusive ``flock`` on the folder holding it."""
-    import fcntl
-
     folder = str(Path(path).parent)
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                    raise LockedError(f"another process holds the lock of {folder} (patching a file there)",
-                                      Location(str(path)), "wait for it to finish and run the command again") from None
-                time.sleep(0.05)
+        hold(fd, timeout, f"process holds the lock of {folder} (patching a file there)", Location(str(path)))
         yield
     finally:
         os.close(fd)
