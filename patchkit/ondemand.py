@@ -79,7 +79,7 @@ def _safe(key: str) -> str:
 
 def write_json(path: str, data: Dict[str, Any]) -> None:
     folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.private)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -178,7 +178,7 @@ def answer_folder(request_id: str) -> str:
     """``answers/<request_id>``, made if need be; ValueError unless the id is plain and the folder, resolved,
     is that very folder of the resolved home (no link in its place, or in place of ``answers/``, is followed)."""
     folder = _path(ANSWERS, _plain_id(request_id))
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.private)
     if os.path.realpath(folder) != os.path.join(os.path.realpath(home()), ANSWERS, request_id):
         raise ValueError(f"{folder} leads to {os.path.realpath(folder)}, outside {_path(ANSWERS)}; "
                          "no answer is written there")

@@ -77,7 +77,7 @@ def rebuild(spec: Dict[str, Any], name: str, source: bytes, path: str, expected:
 def write(path: str, text: str) -> None:
     """Atomically: a reader never sees half a file, and two processes writing the same entry both succeed."""
     folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.private)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".py")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:

@@ -158,3 +158,20 @@ def test_the_home_may_be_a_link_to_a_folder_of_the_users(tmp_path, monkeypatch):
     assert private.check(str(link), folder=True)
     Ledger().save()
     assert (real / "ledger.json").is_file()
+
+
+def test_the_folders_the_job_and_run_make_in_the_state_folder_are_private(tmp_path, monkeypatch):
+    from patchkit import manifest, ondemand, runcache
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    old = os.umask(0)
+    try:
+        manifest.note_folder(str(tmp_path / "outputs"))
+        runcache.write(os.path.join(runcache.cache_dir(), "x.py"), "x = 1  # patchkit\n")
+        ondemand.write_json(os.path.join(str(home), ondemand.REQUESTS, "r.json"), {"id": "r"})
+    finally:
+        os.umask(old)
+    assert mode(home) == 0o700 and mode(home / manifest.INDEX) == 0o600
+    assert mode(home / runcache.CACHE) == 0o700 and mode(home / runcache.CACHE / "x.py") == 0o600
+    assert mode(home / ondemand.REQUESTS) == 0o700 and mode(home / ondemand.REQUESTS / "r.json") == 0o600
