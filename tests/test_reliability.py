@@ -697,7 +697,9 @@ def _check_save_path(root: Path, value: str, quoted: bool, backend: str) -> None
     event(f"diff exit {result.exit_code}")
     if result.exit_code != 0:
         return
-    expected = yaml.safe_load(raw) if raw.strip() else ""
+    from patchkit.yamlpos import LOADER  # overrides are read as recipes are: libyaml where the wheel has it
+
+    expected = yaml.load(raw, Loader=LOADER) if raw.strip() else ""
     assert isinstance(expected, str), what
     added = [ln[1:] for ln in result.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     assert len(added) == 11 and all(ln.endswith("  # patchkit:verl-fsdp-update") for ln in added), \
