@@ -215,7 +215,6 @@ TESTED_IN = {
     "patchkit.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
     "patchkit._run": "test_importhook",  # the folder `patchkit run` puts on PYTHONPATH
     "patchkit._run.sitecustomize": "test_importhook",  # run at start-up by every process of the command
-    "patchkit.runcache": "test_editfree",  # written by prepare, rebuilt where it is missing
     "patchkit.ondemand_cluster": "test_cli_capture",  # capture --ray on a real two-node cluster
 }
 
