@@ -76,22 +76,23 @@ def _child_env(spec, site):
 CHECK = "import sys, verl.workers.actor.dp_actor as m; print(hasattr(m, '_patchkit_runtime'), 'libcst' in sys.modules)"
 
 
-def test_the_plan_records_the_sha256_of_each_patched_text_as_it_is_cached(tmp_path, home):
+def _planned(tmp_path, home):
+    """A copy of the sample planned for `patchkit run`: (site, spec, its one module's entry, that entry's cache file)."""
     site = tmp_path / "site"
     shutil.copytree(SAMPLE, site)
     spec = _prepare(site)
     (entry,) = spec["modules"].values()
-    cached = home / runcache.CACHE / runcache.cache_name(entry["sha256"], spec["key"])
+    return site, spec, entry, home / runcache.CACHE / runcache.cache_name(entry["sha256"], spec["key"])
+
+
+def test_the_plan_records_the_sha256_of_each_patched_text_as_it_is_cached(tmp_path, home):
+    _site, spec, entry, cached = _planned(tmp_path, home)
     assert entry["patched_sha256"] == hashlib.sha256(cached.read_bytes()).hexdigest()
     assert json.loads(editfree.environment(spec, {})["PATCHKIT_RUN"])["modules"] == spec["modules"]
 
 
 def test_a_planted_cache_entry_is_never_executed(tmp_path, home):
-    site = tmp_path / "site"
-    shutil.copytree(SAMPLE, site)
-    spec = _prepare(site)
-    (entry,) = spec["modules"].values()
-    cached = home / runcache.CACHE / runcache.cache_name(entry["sha256"], spec["key"])
+    site, spec, _entry, cached = _planned(tmp_path, home)
     marker = tmp_path / "executed"
     cached.write_text(f"import os  # patchkit\nopen({str(marker)!r}, 'w').close()  # patchkit\n"
                       + cached.read_text())
@@ -103,11 +104,8 @@ def test_a_planted_cache_entry_is_never_executed(tmp_path, home):
 
 
 def test_a_rebuilt_text_that_is_not_the_planned_one_is_neither_executed_nor_cached(tmp_path, home):
-    site = tmp_path / "site"
-    shutil.copytree(SAMPLE, site)
-    spec = _prepare(site)
+    site, spec, entry, _cached = _planned(tmp_path, home)
     shutil.rmtree(home / runcache.CACHE)  # another node, whose engine makes another text than the planner's
-    (entry,) = spec["modules"].values()
     entry["patched_sha256"] = hashlib.sha256(b"what the planning process made").hexdigest()
     done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=_child_env(spec, site))
     assert done.stdout.split() == ["False", "True"], done.stderr  # rebuilt (the engine ran), refused
