@@ -65,6 +65,7 @@ __all__ = [
     "target_path",
     "wheel_files",
     "fetch",
+    "download",
 ]
 
 CACHE = Path(os.environ.get("PATCHKIT_WHEEL_CACHE", "~/.cache/patchkit-wheels")).expanduser()
@@ -277,6 +278,13 @@ def _pip_download(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
         "with `python tests/realwheels.py --all` where it is.\n\n%s"
         % (rel.spec, CACHE, "\n\n".join(errors))
     )
+
+
+def download(dist: str, version: str, dest: Path) -> Path:
+    """Download the whole wheel of ``dist==version`` into ``dest`` and return it (kept, not extracted)."""
+    with tempfile.TemporaryDirectory(dir=str(dest)) as tmp:
+        got = _pip_download(Release(dist, version, ()), Path(tmp))[0]
+        return Path(shutil.move(str(got), str(dest / got.name)))
 
 
 def _extract(rel: Release, wheel: Path, dest: Path) -> List[str]:

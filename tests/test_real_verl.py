@@ -1,0 +1,247 @@
+"""Proven on the real code: real verl releases, patched by patchkit, train on CPU and the traces hold the right steps.
+
+Each test installs a whole verl wheel into a folder of its own, applies a
+built-in recipe to it with ``patchkit apply --root`` (or profiles it with
+``patchkit run``, no file edited), and runs verl's own classes on a tiny
+random model under ``torchrun`` (2 ranks, gloo, CPU): ``DataParallelPPOActor``
+``update_policy`` and ``compute_log_prob`` and ``DataParallelPPOCritic``
+``update_critic`` (tests/verl_drive.py), the FSDP engine's ``train_batch``
+(tests/verl_drive_engine.py).  One update is 3 mini-batches of 3
+micro-batches.  It then checks, from the manifests and traces:
+
+- each rank recorded exactly the steps the schedule asked for, and each
+  ``ProfilerStep#`` span holds the model's own work for that step (the
+  forward and backward of one micro-batch, or of a whole mini-batch and its
+  optimizer step), none of it outside the spans;
+- the numbers verl returns (losses, grad norms, log-probs) are identical
+  with the recipe applied, applied outside its window, and not applied;
+- after ``revert`` every file of the wheel is byte-identical to its RECORD.
+
+The environments (tests/verlenv.py) are built once into a cache outside the
+repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import realverl
+import verlenv
+
+# the oldest and the newest release of verl-fsdp-update's range (>=0.4,<0.8)
+DP = ["0.4.1", "0.7.1"]
+NEWEST_DP = DP[-1]
+ENGINE = ["0.8.0", "0.9.1"]  # the engine is the only training path from 0.8 on
+JOBS = "actor-update,actor-logprob,critic-update"
+ENGINE_JOBS = "engine-actor,engine-critic"
+TORCH = ["backend=torch", "schedule.warmup=0", "schedule.repeat=1"]
+MICRO = {"forward": 1, "backward": 1, "optimizer": 0}  # one training micro-batch
+MINI = {"forward": 3, "backward": 3, "optimizer": 1}  # 3 micro-batches and the optimizer step
+LOGPROB = {"forward": 1, "backward": 0, "optimizer": 0}  # one forward-only micro-batch
+NOTHING = {"forward": 0, "backward": 0, "optimizer": 0}
+
+_BASELINES: dict = {}
+
+
+def baseline(version: str, driver: str, jobs: str, factory) -> dict:
+    """The numbers of the unpatched release (one run per release and driver for the session)."""
+    key = (version, driver, jobs)
+    if key not in _BASELINES:
+        base = factory.mktemp("baseline-%s-%s" % (driver, version))
+        site = verlenv.install(version, base / "site")
+        realverl.run(realverl.command(version, driver, jobs, base / "out"), realverl.environ(base / "home", site),
+                     base)
+        _BASELINES[key] = realverl.numbers(base / "out")
+        assert sorted(_BASELINES[key]) == [0, 1]
+    return _BASELINES[key]
+
+
+class Job:
+    """One release installed under ``tmp``, patched or not, run by its own environment."""
+
+    def __init__(self, tmp: Path, version: str, driver: str = "dp", jobs: str = JOBS):
+        self.tmp, self.version, self.driver, self.jobs = tmp, version, driver, jobs
+        self.home, self.traces, self.out = tmp / "home", tmp / "traces", tmp / "out"
+        self.site = verlenv.install(version, tmp / "site")
+
+    def patchkit(self, *args: str, code: int = 0) -> subprocess.CompletedProcess:
+        return realverl.patchkit(self.home, *args, code=code)
+
+    def apply(self, recipe: str, *overrides: str) -> None:
+        self.patchkit("apply", recipe, "--root", str(self.site), *TORCH, *overrides,
+                      "profiler.save_path=%s" % self.traces)
+
+    def command(self, **kw) -> list:
+        return realverl.command(self.version, self.driver, self.jobs, self.out, **kw)
+
+    def run(self, prefix=(), **kw) -> subprocess.CompletedProcess:
+        return realverl.run([*prefix, *self.command(**kw)], realverl.environ(self.home, self.site), self.tmp)
+
+    def captures(self):
+        return realverl.manifests(self.traces)
+
+    def steps(self):
+        """(rank, role, steps recorded) of every capture."""
+        return [(m["rank"], m["role"], m["steps"]) for m in self.captures()]
+
+    def work(self):
+        """What each step span of each capture holds, by (rank, role)."""
+        return {(m["rank"], m["role"]): realverl.work(self.traces, m) for m in self.captures()}
+
+    def reverted_to_the_wheel(self, recipe: str) -> list:
+        self.patchkit("revert", recipe, "--root", str(self.site))
+        return verlenv.record_mismatches(self.version, self.site)
+
+
+def each_span(work: dict, steps, held: dict) -> dict:
+    """What ``work`` should be: ``held`` in the span of each of ``steps``, nothing outside."""
+    want = {"ProfilerStep#%d" % s: held for s in steps}
+    want["outside"] = NOTHING
+    return {key: want for key in work}
+
+
+@pytest.mark.parametrize("version", DP)
+def test_update_policy_micro_window_records_the_2nd_and_3rd_micro_batch_on_each_rank(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("micro"), version)
+    job.apply("verl-fsdp-update", "granularity=micro", "schedule.wait=1", "schedule.active=2")
+    done = job.run()
+    assert job.steps() == [(0, "", [1, 2]), (1, "", [1, 2])], done.stderr[-3000:]
+    assert job.work() == each_span(job.work(), [1, 2], MICRO)
+    assert realverl.numbers(job.out) == baseline(version, "dp", JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-fsdp-update") == []
+
+
+@pytest.mark.parametrize("version", DP)
+def test_update_policy_mini_window_records_whole_mini_batches_with_their_optimizer_step(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("mini"), version)
+    job.apply("verl-fsdp-update", "granularity=mini", "schedule.wait=0", "schedule.active=2")
+    job.run()
+    assert job.steps() == [(0, "", [0, 1]), (1, "", [0, 1])]
+    assert job.work() == each_span(job.work(), [0, 1], MINI)
+    assert realverl.numbers(job.out) == baseline(version, "dp", JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-fsdp-update") == []
+
+
+@pytest.mark.parametrize("version", DP)
+def test_applied_outside_its_window_it_records_nothing_and_changes_no_number(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("outside"), version)
+    job.apply("verl-fsdp-update", "granularity=micro", "schedule.wait=100", "schedule.active=2")
+    job.run()
+    assert job.steps() == []
+    assert realverl.numbers(job.out) == baseline(version, "dp", JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-fsdp-update") == []
+
+
+@pytest.mark.parametrize("version", DP)
+def test_compute_log_prob_gives_the_actor_and_the_reference_model_a_capture_each(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("logprob"), version)
+    job.apply("verl-fsdp-logprob", "role=all", "schedule.wait=1", "schedule.active=2")
+    job.run()
+    assert job.steps() == [(rank, role, [1, 2]) for rank in (0, 1) for role in ("actor", "ref")]
+    assert job.work() == each_span(job.work(), [1, 2], LOGPROB)
+    assert realverl.numbers(job.out) == baseline(version, "dp", JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-fsdp-logprob") == []
+
+
+@pytest.mark.parametrize("version", DP)
+def test_update_critic_micro_window_records_the_value_model_s_micro_batches(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("critic"), version)
+    job.apply("verl-fsdp-critic-update", "granularity=micro", "schedule.wait=1", "schedule.active=2")
+    job.run()
+    assert job.steps() == [(0, "", [1, 2]), (1, "", [1, 2])]
+    assert job.work() == each_span(job.work(), [1, 2], MICRO)
+    assert realverl.numbers(job.out) == baseline(version, "dp", JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-fsdp-critic-update") == []
+
+
+def test_patchkit_run_gives_the_same_steps_and_numbers_with_no_file_edited(tmp_path_factory):
+    job = Job(tmp_path_factory.mktemp("run"), NEWEST_DP)
+    done = job.run(prefix=[sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(job.site),
+                           *TORCH, "granularity=micro", "schedule.wait=1", "schedule.active=2",
+                           "profiler.save_path=%s" % job.traces, "--"])
+    assert "patching verl.workers.actor.dp_actor in memory" in done.stderr
+    assert job.steps() == [(0, "", [1, 2]), (1, "", [1, 2])]
+    assert job.work() == each_span(job.work(), [1, 2], MICRO)
+    assert realverl.numbers(job.out) == baseline(NEWEST_DP, "dp", JOBS, tmp_path_factory)
+    assert verlenv.record_mismatches(NEWEST_DP, job.site) == []
+
+
+def test_capture_on_demand_records_two_micro_batches_of_a_run_in_progress(tmp_path_factory):
+    job = Job(tmp_path_factory.mktemp("capture"), NEWEST_DP, jobs="actor-update")
+    argv = [sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(job.site), "backend=torch",
+            "granularity=micro", "schedule.trigger=manual", "profiler.save_path=%s" % job.traces, "--",
+            *job.command(updates=400, pause=0.2)]
+    env = realverl.environ(job.home, job.site, {"PATCHKIT_POLL": "0.1"})
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=job.tmp,
+                            start_new_session=True)
+    try:
+        done = _capture_when_ready(job, proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=120)
+    answers = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    assert [a.split(" ")[1] for a in answers] == ["0", "1"], done.stdout + done.stderr
+    assert job.work() == each_span(job.work(), _asked_steps(answers), MICRO)
+
+
+def _capture_when_ready(job: Job, proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-4000:]
+        done = job.patchkit("capture", "verl-fsdp-update", "--steps", "2", "--timeout", "120", code=None)
+        if done.returncode == 0:
+            return done
+        time.sleep(1)
+    raise AssertionError("nobody answered `patchkit capture` in 300 s")
+
+
+def _asked_steps(answers):
+    (first, last), = {tuple(map(int, re.search(r": steps (\d+)-(\d+) -> ", a).groups())) for a in answers}
+    assert last - first == 1
+    return [first, last]
+
+
+def test_a_step_line_moved_by_one_statement_is_caught_by_the_spans(tmp_path_factory):
+    job = Job(tmp_path_factory.mktemp("moved"), NEWEST_DP, jobs="actor-update")
+    job.apply("verl-fsdp-update", "granularity=mini", "schedule.wait=0", "schedule.active=2")
+    target = job.site / "verl" / "workers" / "actor" / "dp_actor.py"
+    lines = target.read_text().splitlines(keepends=True)
+    (at,) = [i for i, line in enumerate(lines) if "_patchkit_runtime.step(" in line]
+    assert "self._optimizer_step()" in lines[at - 1]
+    lines[at - 1], lines[at] = lines[at], lines[at - 1]  # the step now comes right before the optimizer step
+    target.write_text("".join(lines))
+    job.run()
+    assert job.steps() == [(0, "", [0, 1]), (1, "", [0, 1])]  # the count alone does not see it
+    assert job.work() != each_span(job.work(), [0, 1], MINI)
+    assert {held["ProfilerStep#0"]["optimizer"] for held in job.work().values()} == {0}
+
+
+@pytest.mark.parametrize("version", ENGINE)
+def test_engine_train_batch_gives_the_actor_and_the_critic_whole_mini_batches(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("engine-mini"), version, driver="engine", jobs=ENGINE_JOBS)
+    job.apply("verl-engine-update", "granularity=mini", "role=all", "schedule.wait=0", "schedule.active=2")
+    job.run()
+    assert job.steps() == [(rank, role, [0, 1]) for rank in (0, 1) for role in ("actor", "critic")]
+    assert job.work() == each_span(job.work(), [0, 1], MINI)
+    assert realverl.numbers(job.out) == baseline(version, "engine", ENGINE_JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-engine-update") == []
+
+
+@pytest.mark.parametrize("version", ENGINE)
+def test_engine_micro_window_records_the_2nd_and_3rd_training_micro_batch(tmp_path_factory, version):
+    job = Job(tmp_path_factory.mktemp("engine-micro"), version, driver="engine", jobs=ENGINE_JOBS)
+    job.apply("verl-engine-update", "granularity=micro", "schedule.wait=1", "schedule.active=2")
+    job.run()
+    assert job.steps() == [(0, "actor", [1, 2]), (1, "actor", [1, 2])]
+    assert job.work() == each_span(job.work(), [1, 2], MICRO)
+    assert realverl.numbers(job.out) == baseline(version, "engine", ENGINE_JOBS, tmp_path_factory)
+    assert job.reverted_to_the_wheel("verl-engine-update") == []
