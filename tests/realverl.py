@@ -3,8 +3,9 @@
 A *site* is a folder holding one whole verl wheel (tests/verlenv.py unzips
 it); patchkit patches it with ``--root SITE``.  A job is one of the drivers
 (tests/verl_drive.py for dp_actor / dp_critic, tests/verl_drive_engine.py for
-the engine of verl 0.8 and later) run by the release's own environment,
-under ``torchrun`` (gloo on 127.0.0.1) or as one process.  Each rank of a job
+the engine of verl 0.8 and later) run by this interpreter with the
+release's dependencies (tests/verlenv.py) first on PYTHONPATH, under
+``torchrun`` (gloo on 127.0.0.1) or as one process.  Each rank of a job
 writes its numbers (losses, grad norms, log-probs) as JSON; patchkit writes
 its traces and manifests under the save path.
 
@@ -43,10 +44,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def environ(home: Path, site: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def environ(version: str, home: Path, site: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """A job's environment: the installed release, then its dependencies, then this interpreter's packages."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "RANK", "WORLD_SIZE", "LOCAL_",
-                                                                     "MASTER_"))}
-    env.update(PATCHKIT_HOME=str(home), PYTHONPATH=str(site), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+                                                                     "MASTER_", "PYTHON"))}
+    path = os.pathsep.join([str(site), str(verlenv.site_packages(version))])
+    env.update(PATCHKIT_HOME=str(home), PYTHONPATH=path, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0")
     env.update(extra or {})
     return env
@@ -63,10 +66,10 @@ def patchkit(home: Path, *args: str, code: Optional[int] = 0,
     return done
 
 
-def command(version: str, driver: str, jobs: str, out: Path, ranks: int = 2, updates: int = 1,
+def command(driver: str, jobs: str, out: Path, ranks: int = 2, updates: int = 1,
             pause: float = 0.0) -> List[str]:
     """The command line of a job: ``ranks`` processes under torchrun, or one plain process."""
-    py = str(verlenv.python(version))
+    py = sys.executable
     tail = [str(DRIVERS[driver]), jobs, "--out", str(out), "--updates", str(updates), "--pause", str(pause)]
     if ranks == 1:
         return [py, *tail]

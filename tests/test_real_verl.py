@@ -57,7 +57,7 @@ def baseline(version: str, driver: str, jobs: str, factory) -> dict:
     if key not in _BASELINES:
         base = factory.mktemp("baseline-%s-%s" % (driver, version))
         site = verlenv.install(version, base / "site")
-        realverl.run(realverl.command(version, driver, jobs, base / "out"), realverl.environ(base / "home", site),
+        realverl.run(realverl.command(driver, jobs, base / "out"), realverl.environ(version, base / "home", site),
                      base)
         _BASELINES[key] = realverl.numbers(base / "out")
         assert sorted(_BASELINES[key]) == [0, 1]
@@ -80,10 +80,13 @@ class Job:
                       "profiler.save_path=%s" % self.traces)
 
     def command(self, **kw) -> list:
-        return realverl.command(self.version, self.driver, self.jobs, self.out, **kw)
+        return realverl.command(self.driver, self.jobs, self.out, **kw)
 
     def run(self, prefix=(), **kw) -> subprocess.CompletedProcess:
-        return realverl.run([*prefix, *self.command(**kw)], realverl.environ(self.home, self.site), self.tmp)
+        return realverl.run([*prefix, *self.command(**kw)], self.environ(), self.tmp)
+
+    def environ(self, extra=None) -> dict:
+        return realverl.environ(self.version, self.home, self.site, extra)
 
     def captures(self):
         return realverl.manifests(self.traces)
@@ -179,7 +182,7 @@ def test_capture_on_demand_records_two_micro_batches_of_a_run_in_progress(tmp_pa
     argv = [sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(job.site), "backend=torch",
             "granularity=micro", "schedule.trigger=manual", "profiler.save_path=%s" % job.traces, "--",
             *job.command(updates=400, pause=0.2)]
-    env = realverl.environ(job.home, job.site, {"PATCHKIT_POLL": "0.1"})
+    env = job.environ({"PATCHKIT_POLL": "0.1"})
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=job.tmp,
                             start_new_session=True)
     try:

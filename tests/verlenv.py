@@ -9,11 +9,14 @@ same root as tests/realwheels.py):
 The environment holds only the Python packages that the code paths under
 test import (``NEEDED``), at the versions the release's own METADATA
 declares (``Requires-Dist``), plus the few pins in ``EXTRA_PINS``, each with
-its reason.  It has no pip of its own and no copy of torch: a ``.pth`` file
-puts the site-packages of the interpreter running the tests after its own,
-so torch (the CPU build), ray and patchkit come from there and pip sees
-them as installed.  ``<base>`` names that interpreter, so a developer's venv
-and CI's do not share an environment built against the other.
+its reason.  It has no pip of its own and no copy of torch: while pip
+installs into it, a ``.pth`` file puts the site-packages of the interpreter
+running the tests after its own, so pip sees torch (the CPU build), ray and
+patchkit as installed.  A job then runs with that interpreter and the
+environment's site-packages first on PYTHONPATH (:func:`site_packages`).
+``<base>`` is a hash of that interpreter's Python and distributions, so a
+developer's venv and CI's do not share an environment resolved against the
+other, and CI runs from fresh clones of the same commit do.
 
 verl itself is never installed there: :func:`install` unzips the whole
 wheel into a folder of the test's own (``--root`` for patchkit), and
@@ -87,18 +90,23 @@ class VerlEnvError(RuntimeError):
 
 
 def _base_key() -> str:
-    base = "%s|%s" % (Path(sys.prefix).resolve(), sys.version.split()[0])
-    return hashlib.sha256(base.encode()).hexdigest()[:10]
+    """What the running interpreter brings: its Python and every distribution it has, by name and version."""
+    from importlib import metadata
+
+    have = sorted("%s==%s" % (d.metadata["Name"], d.version) for d in metadata.distributions())
+    return hashlib.sha256("\n".join([sys.version] + have).encode()).hexdigest()[:10]
 
 
 def env_dir(version: str) -> Path:
     return ROOT / ("%s-%s" % (version, _base_key()))
 
 
-def python(version: str) -> Path:
-    """The interpreter of ``version``'s environment (built on first use)."""
-    ensure(version)
-    return env_dir(version) / "bin" / "python"
+def site_packages(version: str) -> Path:
+    """The packages of ``version``'s environment (built on first use), for PYTHONPATH in front of this
+    interpreter's own: a job runs with ``sys.executable``, so torch, ray and patchkit come from here."""
+    folder = ensure(version)
+    (found,) = folder.glob("lib/python*/site-packages")
+    return found
 
 
 @contextlib.contextmanager
@@ -221,7 +229,7 @@ def record_mismatches(version: str, site: Path) -> List[str]:
 
 def main(argv: Sequence[str]) -> int:
     for version in argv or ("0.4.1", "0.7.1", "0.9.1"):
-        folder = ensure(version)
+        folder = site_packages(version)
         print("verl %s: %s (%s)" % (version, folder, ", ".join(requirements(version))))
     return 0
 
