@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import pytest
+import yaml
 
 import realwheels
 
@@ -643,3 +644,176 @@ def test_traps(real: bool):
     assert anchor_shape(s, "self.model_runner.execute_model")[0]["chain"] == ("with self.annotate_profile",)
     assert s["return_chains"] == [("with self.annotate_profile", "if"), ()]
     assert s["decorators"] == ["torch.inference_mode()"]
+
+
+# --------------------------------------------------------------------------
+# The fixtures hold structure, not the projects' code
+# --------------------------------------------------------------------------
+#
+# A fixture keeps the shape the selectors see and nothing else; its bodies are
+# placeholders.  So, of its lines, only these may be the same text as a line of
+# the real file: signatures (decorators to colon), loop headers, lines calling
+# an anchor (a ``call``/``calls`` of a recipe point, or a callee the shape test
+# above pins with ``M.anchors``), and the statements that test compares by
+# text (a method's or a listed loop's last statement, the statement before a
+# listed anchor, a ``with`` around one).  Lines under 25 characters (``else:``,
+# ``return output``, ``metrics = {}``) say too little to count.
+#
+# Beyond those, today's fixture files share no line with their real files but
+# two in verl 0.6's megatron_actor.py (the profiler guard that the shape test
+# pins at the end of the loop is also written, unpinned, around
+# ``self.prof.start()`` and ``self.prof.stop_and_save()``).  MAX_VERBATIM
+# leaves room for that and for an idiom any author could write the same way
+# (``super().__init__(config)``, a common guard); MAX_RUN keeps out a copied
+# block of three lines or more, whatever else the file holds.
+
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+SHORT = 25
+MAX_VERBATIM = 3
+MAX_RUN = 2
+
+
+def _recipe_calls() -> set:
+    """The callees recipes select on: ``call`` of a point and ``calls`` of its loop."""
+    out = set()
+    for path in sorted(RECIPES.glob("*.yaml")):
+        for point in yaml.safe_load(path.read_text()).get("points") or []:
+            if point.get("call"):
+                out.add(point["call"])
+            loop = point.get("loop") or []
+            for part in loop if isinstance(loop, list) else [loop]:
+                if part.get("calls"):
+                    out.add(part["calls"])
+    return out
+
+
+def _anchor_calls() -> set:
+    return _recipe_calls() | {a for t in TREES for _, m in _methods(t) for a in m.anchors}
+
+
+def _header_lines(node: ast.AST) -> range:
+    """The lines of a statement before its body (decorators and signature, a loop or ``if`` header).
+
+    For a statement without a body, its first line.
+    """
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])  # type: ignore[attr-defined]
+    body = getattr(node, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+        return range(first, body[0].lineno)
+    return range(first, node.lineno + 1)  # type: ignore[attr-defined]
+
+
+def _walk_nodes(
+    body: Sequence[ast.stmt], outer: Tuple[ast.stmt, ...] = ()
+) -> Iterator[Tuple[ast.stmt, Tuple[ast.stmt, ...], Optional[ast.stmt]]]:
+    """(statement, enclosing compound statements, previous statement of its block), in one scope."""
+    prev = None
+    for stmt in body:
+        yield stmt, outer, prev
+        prev = stmt
+        if not isinstance(stmt, _SCOPES):
+            for _, block in _blocks(stmt):
+                yield from _walk_nodes(block, outer + (stmt,))
+
+
+def _pinned_lines(tree: ast.Module, entries: Sequence[object]) -> set:
+    """Lines of the statements the shape test compares by text with the real file."""
+    out: set = set()
+    for m in entries:
+        if not isinstance(m, M):
+            continue
+        fn = find_method(find_class(tree, m.cls), m.name)
+        assert fn is not None
+        pinned = [fn.body[-1]] if m.compare_last else []
+        for stmt, outer, prev in _walk_nodes(fn.body):
+            if isinstance(stmt, (ast.For, ast.AsyncFor)) and _header(stmt) in m.loops:
+                pinned.append(stmt.body[-1])
+            if _stmt_callee(stmt) in m.anchors:
+                pinned += [prev] if prev is not None else []
+                pinned += [n for n in outer if isinstance(n, (ast.With, ast.AsyncWith))]
+        for node in pinned:
+            out.update(_header_lines(node))
+    return out
+
+
+class Verbatim(NamedTuple):
+    lines: List[Tuple[int, str]]  # (line number in the fixture, stripped text) of each counted line
+    longest_run: int  # most counted lines in a row (blank and comment lines between them do not break a run)
+
+
+def verbatim_lines(fixture: str, real: str, anchors: set, pinned: set = frozenset()) -> Verbatim:
+    """The lines of ``fixture`` that are lines of ``real`` word for word, beyond the structure it exists to keep."""
+    real_lines = {line.strip() for line in real.splitlines()}
+    tree = ast.parse(fixture)
+    kept = set(pinned)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While)):
+            kept.update(_header_lines(node))
+    found, run, longest = [], 0, 0
+    for number, line in enumerate(fixture.splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if (len(text) >= SHORT and text in real_lines and number not in kept
+                and not any(callee + "(" in text for callee in anchors)):
+            found.append((number, text))
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+    return Verbatim(found, longest)
+
+
+def test_verbatim_lines_counts_copied_lines_and_leaves_structure_alone():
+    real = (
+        "class Worker(Base):\n"
+        "    @decorate(role='worker')\n"
+        "    def run(self, data, forward_only=False):\n"
+        "        batches = self.split_into_batches(data, size=self.batch_size)\n"
+        "        for batch in batches:\n"
+        "            output = self.model_runner.execute_model(batch)\n"
+        "            self.collect_outputs_for_later(output, keep=True)\n"
+        "        return self.finish_everything_up(batches)\n"
+    )
+    fixture = (
+        "class Worker(Base):\n"
+        "    @decorate(role='worker')\n"
+        "    def run(self, data, forward_only=False):\n"
+        "        # batches = self.split_into_batches(data, size=self.batch_size)\n"
+        "        batches = self.split_into_batches(data, size=self.batch_size)\n"
+        "\n"
+        "        for batch in batches:\n"
+        "            output = self.model_runner.execute_model(batch)\n"
+        "            self.collect_outputs_for_later(output, keep=True)\n"
+        "        return self.finish_everything_up(batches)\n"
+    )
+    found = verbatim_lines(fixture, real, {"self.model_runner.execute_model"})
+    assert [n for n, _ in found.lines] == [5, 9, 10] and found.longest_run == 2
+    assert verbatim_lines(fixture, real, set(), pinned={10}).lines[-1][0] == 9
+    written = fixture.replace("self.collect_outputs_for_later(output, keep=True)", "self.placeholder(output)")
+    assert [n for n, _ in verbatim_lines(written, real, {"self.model_runner.execute_model"}).lines] == [5, 10]
+
+
+def _fixture_sources(tree: Tree) -> Iterator[Tuple[str, Path, Path]]:
+    """(relpath, fixture file, real file) for each fixture source whose file the release ships."""
+    root, real_root = FIXTURES / tree.fixture, realwheels.release_root(tree.dist, tree.version)
+    for path in sorted(root.rglob("*.py")):
+        relpath = path.relative_to(root).as_posix()
+        if (real_root / relpath).is_file():
+            yield relpath, path, real_root / relpath
+
+
+@pytest.mark.parametrize("tree", TREES, ids=_IDS)
+def test_fixture_lines_are_not_the_real_files_lines(tree: Tree):
+    anchors = _anchor_calls()
+    checked = []
+    for relpath, path, real in _fixture_sources(tree):
+        text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+        pinned = _pinned_lines(ast.parse(text), tree.files.get(relpath, ()))
+        found = verbatim_lines(text, real.read_bytes().decode("utf-8"), anchors, pinned)
+        assert len(found.lines) <= MAX_VERBATIM and found.longest_run <= MAX_RUN, (
+            "%s/%s has %d lines of the real file beyond its structure (longest run %d); write them in "
+            "your own words:\n%s" % (tree.fixture, relpath, len(found.lines), found.longest_run,
+                                     "\n".join("  %d: %s" % line for line in found.lines)))
+        checked.append(relpath)
+    assert set(tree.files) <= set(checked), "every target file is compared"
