@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from patchkit import api
-from patchkit.ledger import Ledger
+from patchkit.state.ledger import Ledger
 
 GOAL = 1.5  # the time ratio within 1.5x of the line ratio: linear, with room for a noisy machine
 

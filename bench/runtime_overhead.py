@@ -213,7 +213,7 @@ HOLD = "_patchkit_bench_hold"  # where the bench backend's code leaves its profi
 
 def holding_torch_backend():
     """The torch backend, its code unchanged but for one line that hands the bench the profiler it makes."""
-    from patchkit import backends
+    from patchkit.runtime import backends
 
     torch_backend = backends.get("torch")
     hold = sys.modules.setdefault(HOLD, types.ModuleType(HOLD))

@@ -1,6 +1,6 @@
 """patchkit: reversible profiler patches for RL training stacks.
 
-The importable API; the command line (:mod:`patchkit.cli`) is a thin layer over it::
+The importable API; the command line (:mod:`patchkit.cli.main`) is a thin layer over it::
 
     import patchkit
 
@@ -25,19 +25,19 @@ DISTRIBUTION = "patchkit-profiler"
 # public name -> the module it comes from
 _EXPORTS = {
     # recipes
-    "load": "recipe", "load_recipe": "recipe", "all_recipes": "recipe", "builtin_ids": "catalogue",
-    "Settings": "model", "Recipe": "model",
+    "load": "recipe.load", "load_recipe": "recipe.load", "all_recipes": "recipe.load", "builtin_ids": "recipe.catalogue",
+    "Settings": "core.model", "Recipe": "core.model",
     # plan, apply, revert, status
-    "plan": "planning", "Plan": "planning", "FilePlan": "planning", "files_to_patch": "planning",
-    "apply": "transaction", "revert": "transaction",
-    "status": "state", "FileStatus": "state",
-    "FileOutcome": "outcome", "Outcome": "outcome", "Status": "outcome",
-    "Ledger": "ledger",
+    "plan": "state.planning", "Plan": "state.planning", "FilePlan": "state.planning", "files_to_patch": "state.planning",
+    "apply": "state.transaction", "revert": "state.transaction",
+    "status": "state.status", "FileStatus": "state.status",
+    "FileOutcome": "core.outcome", "Outcome": "core.outcome", "Status": "core.outcome",
+    "Ledger": "state.ledger",
     # a recipe's own examples
-    "run_examples": "examples", "ExampleOutcome": "examples",
+    "run_examples": "engine.examples", "ExampleOutcome": "engine.examples",
     # errors
-    "PatchkitError": "errors", "RecipeError": "errors", "OverrideError": "errors", "TargetError": "errors",
-    "AnchorError": "errors", "LedgerError": "errors", "LockedError": "errors", "Location": "errors",
+    "PatchkitError": "core.errors", "RecipeError": "core.errors", "OverrideError": "core.errors", "TargetError": "core.errors",
+    "AnchorError": "core.errors", "LedgerError": "core.errors", "LockedError": "core.errors", "Location": "core.errors",
 }
 
 __all__ = ["__version__", "DISTRIBUTION", *_EXPORTS]

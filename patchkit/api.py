@@ -9,24 +9,24 @@ The work is done in modules of one concern each, in this order::
     state         status: what is applied where
     examples      a recipe's own before/after examples
 
-The command line (:mod:`patchkit.cli`) and the Ray layer
-(:mod:`patchkit.cluster`) call these functions; everything here returns data
-and raises :class:`~patchkit.errors.PatchkitError` for what the user can fix.
+The command line (:mod:`patchkit.cli.main`) and the Ray layer
+(:mod:`patchkit.cluster.ray`) call these functions; everything here returns data
+and raises :class:`~patchkit.core.errors.PatchkitError` for what the user can fix.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .examples import ExampleOutcome, example_points, run_examples  # noqa: F401
-from .marks import decode  # noqa: F401
-from .model import Settings
-from .outcome import FileOutcome, Outcome, Status  # noqa: F401
-from .planning import FilePlan, Plan, files_to_patch, own_dependency, plan  # noqa: F401
-from .catalogue import builtin_dir, builtin_ids  # noqa: F401
-from .recipe import all_recipes, load, load_recipe, recipe_path  # noqa: F401
-from .state import FileStatus, status  # noqa: F401
-from .transaction import apply, revert  # noqa: F401
+from patchkit.engine.examples import ExampleOutcome, example_points, run_examples  # noqa: F401
+from patchkit.engine.marks import decode  # noqa: F401
+from patchkit.core.model import Settings
+from patchkit.core.outcome import FileOutcome, Outcome, Status  # noqa: F401
+from patchkit.state.planning import FilePlan, Plan, files_to_patch, own_dependency, plan  # noqa: F401
+from patchkit.recipe.catalogue import builtin_dir, builtin_ids  # noqa: F401
+from patchkit.recipe.load import all_recipes, load, load_recipe, recipe_path  # noqa: F401
+from patchkit.state.status import FileStatus, status  # noqa: F401
+from patchkit.state.transaction import apply, revert  # noqa: F401
 
 
 def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> str:

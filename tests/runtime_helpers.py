@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from patchkit import backends
+from patchkit.runtime import backends
 
 
 def settings(save_path, **kw):

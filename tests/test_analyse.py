@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
+from patchkit.cli.main import main
 
 import fake_tools
 from conftest import snapshot

@@ -57,14 +57,18 @@ def test_no_public_name_is_also_a_module_name():
 def test_importing_patchkit_imports_nothing_else_until_a_name_is_used():
     code = ("import sys; import patchkit; a = {m for m in sys.modules if m.startswith('patchkit')}; "
             "patchkit.status; b = {m for m in sys.modules if m.startswith('patchkit')}; "
-            "print(sorted(a)); print('patchkit.state' in b, 'patchkit.engine' in b, "
+            "print(sorted(a)); print('patchkit.state.status' in b, 'patchkit.engine.codemod' in b, "
             "bool({'libcst', 'git', 'torch'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["['patchkit']", "True False False"]
 
 
 def test_the_api_module_gathers_the_layers():
-    from patchkit import examples, planning, recipe, state, transaction
+    from patchkit.engine import examples
+    from patchkit.state import planning
+    from patchkit.recipe import load as recipe
+    from patchkit.state import status as state
+    from patchkit.state import transaction
 
     assert (api.plan, api.files_to_patch, api.own_dependency) == (planning.plan, planning.files_to_patch,
                                                                   planning.own_dependency)

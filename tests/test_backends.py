@@ -1,4 +1,4 @@
-"""patchkit.backends: vocabulary checks, the code each backend renders, and that it is the code that runs."""
+"""patchkit.runtime.backends: vocabulary checks, the code each backend renders, and that it is the code that runs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import backends
+from patchkit.runtime import backends
 from patchkit import runtime
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("clean_runtime")  # from conftest.py
 
 def test_runtime_and_backends_import_without_torch():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['torch_npu'] = None\n"
-            "import patchkit.runtime, patchkit.backends as b\n"
+            "import patchkit.runtime, patchkit.runtime.backends as b\n"
             "print(b.names())\n"
             "for name in b.names():\n"
             "    b.render(dict(backend=name, save_path='./o'), key='r')\n"
@@ -538,7 +538,7 @@ def test_npu_trace_from_torch_npu_double_holds_the_scheduled_steps(double_runs):
 
 @pytest.mark.parametrize("repeat,end", [(1, "stop"), (3, "repeat:3"), (0, "repeat")])
 def test_nsys_options_record_one_report_per_window_and_never_end_the_job(repeat, end):
-    from patchkit.backends import nsys
+    from patchkit.runtime.backends import nsys
 
     s = backends.normalize(settings(backend="nsys", repeat=repeat))
     assert nsys.options(s) == {"trace": "cuda,nvtx", "capture-range": "cudaProfilerApi", "capture-range-end": end}
@@ -551,7 +551,7 @@ def test_nsys_options_record_one_report_per_window_and_never_end_the_job(repeat,
 def test_show_prints_how_to_run_the_job_under_nsys_for_the_recipe_s_window():
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     out = CliRunner().invoke(main, ["show", "verl-fsdp-update", "--backend", "nsys", "schedule.repeat=2"]).output
     assert "run the job (nsys):" in out and "--capture-range-end=repeat:2" in out

@@ -1,4 +1,4 @@
-"""patchkit.backends.register(): a registered backend is usable everywhere a backend name is.
+"""patchkit.runtime.backends.register(): a registered backend is usable everywhere a backend name is.
 
 The backend here is a module written by the test into a folder of its own:
 its code only notes, in ``LOG``, what the runtime runs.  Registered, it is a
@@ -15,14 +15,14 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from patchkit import backends
-from patchkit.cli import main
-from patchkit.errors import OverrideError, RecipeError
-from patchkit.recipe import load_recipe
+from patchkit.runtime import backends
+from patchkit.cli.main import main
+from patchkit.core.errors import OverrideError, RecipeError
+from patchkit.recipe.load import load_recipe
 
 ECHO = textwrap.dedent('''\
     """A backend for the tests: its profiler code notes each section it runs in LOG."""
-    from patchkit.backends import SECTIONS, Plan
+    from patchkit.runtime.backends import SECTIONS, Plan
 
     LOG = []
     STATIC_FEATURES = {"version": None}
@@ -59,7 +59,7 @@ def recipe_text(backend):
 @pytest.fixture
 def registry(monkeypatch):
     """The backends registry as it is now; what a test registers is gone after it."""
-    from patchkit.backends import registry as table
+    from patchkit.runtime.backends import registry as table
 
     saved = dict(table._REGISTRY)
     yield backends
@@ -89,17 +89,17 @@ def run(*args, ok=True):
 def test_the_built_in_backends_are_registered_without_importing_them():
     import subprocess
 
-    code = ("import sys, patchkit.backends as b; print(' '.join(b.names())); "
-            "print(sorted(m for m in sys.modules if m.startswith('patchkit.backends.')))")
+    code = ("import sys, patchkit.runtime.backends as b; print(' '.join(b.names())); "
+            "print(sorted(m for m in sys.modules if m.startswith('patchkit.runtime.backends.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["npu torch nsys memory", "['patchkit.backends.program', 'patchkit.backends.registry', "
-                                                  "'patchkit.backends.schedule']"]  # the package's own parts, no backend
+    assert out.splitlines() == ["npu torch nsys memory", "['patchkit.runtime.backends.program', 'patchkit.runtime.backends.registry', "
+                                                  "'patchkit.runtime.backends.schedule']"]  # the package's own parts, no backend
 
 
 def test_the_backend_choices_of_the_command_line_import_no_backend():
     import subprocess
 
-    code = ("import sys; sys.argv = ['patchkit', 'diff', '--help']; import patchkit.cli as c\n"
+    code = ("import sys; sys.argv = ['patchkit', 'diff', '--help']; import patchkit.cli.main as c\n"
             "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.rpartition('.')[2] in ('npu', 'torch', 'nsys', 'memory') or m in ('libcst', 'git')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from patchkit.backends.schedule import describe_schedule, schedule_action, schedule_end, windows
+from patchkit.runtime.backends.schedule import describe_schedule, schedule_action, schedule_end, windows
 
 
 def test_every_action_is_torch_profiler_schedule_s():

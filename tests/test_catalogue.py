@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from patchkit.catalogue import entries
-from patchkit.recipe import all_recipes
+from patchkit.recipe.catalogue import entries
+from patchkit.recipe.load import all_recipes
 
 
 def test_entries_agree_with_the_validated_recipes():
@@ -21,7 +21,7 @@ def test_entries_agree_with_the_validated_recipes():
 def test_a_second_read_comes_from_the_cache_and_a_changed_recipe_is_read_again(tmp_path, monkeypatch, patchkit_home):
     import shutil
 
-    from patchkit import catalogue
+    from patchkit.recipe import catalogue
 
     folder = tmp_path / "recipes"
     shutil.copytree(catalogue.builtin_dir(), folder)
@@ -45,7 +45,7 @@ def test_a_planted_cache_is_never_believed(patchkit_home):
     import json
     import os
 
-    from patchkit import catalogue
+    from patchkit.recipe import catalogue
 
     fresh = catalogue.entries()
     cache = patchkit_home / "catalogue.json"

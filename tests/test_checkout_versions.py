@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.model import Target
-from patchkit.targets import locate
+from patchkit.cli.main import main
+from patchkit.core.model import Target
+from patchkit.state.targets import locate
 
 from conftest import FIXTURES, RECIPES, snapshot
 

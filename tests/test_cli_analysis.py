@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli import main
+from patchkit.cli.main import main
 from patchkit.demo.runner import SAMPLE
-from patchkit.ledger import Ledger
+from patchkit.state.ledger import Ledger
 
 import fake_tools
 from doubles import npu_double_env

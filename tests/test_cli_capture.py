@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import ondemand
+from patchkit.runtime import requests as ondemand
 from patchkit.demo import SAMPLE
 from runtime_helpers import profiler_steps
 
@@ -164,7 +164,7 @@ def test_on_a_two_node_ray_cluster_every_node_s_process_answers(tmp_path):
 def test_steps_out_of_bounds_are_a_usage_error_and_nothing_is_asked(tmp_path, monkeypatch, steps):
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
     ondemand.register("r", rank=0)  # someone to ask, were the request made
@@ -178,7 +178,7 @@ def test_steps_out_of_bounds_are_a_usage_error_and_nothing_is_asked(tmp_path, mo
 def test_the_command_line_bound_is_the_one_requests_are_held_to_and_the_help_says_why():
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     (option,) = [p for p in main.commands["capture"].params if p.name == "steps"]
     assert (option.type.min, option.type.max) == (1, ondemand.MAX_STEPS)
@@ -188,7 +188,7 @@ def test_the_command_line_bound_is_the_one_requests_are_held_to_and_the_help_say
 
 @pytest.mark.parametrize("steps", [0, 1001, 10 ** 5000], ids=["0", "1001", "5001-digits"])
 def test_the_api_refuses_steps_out_of_bounds_with_a_located_error(tmp_path, monkeypatch, steps):
-    from patchkit import cli_capture
+    from patchkit.cli import capture as cli_capture
 
     monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
     with pytest.raises(cli_capture.CaptureRequestError) as caught:
@@ -199,7 +199,7 @@ def test_the_api_refuses_steps_out_of_bounds_with_a_located_error(tmp_path, monk
 
 
 def test_what_an_answer_holds_reaches_the_terminal_escaped(capsys):
-    from patchkit import cli_capture
+    from patchkit.cli import capture as cli_capture
 
     entry = {"host": "h", "pid": 1, "key": "r\x1b]0;title\x07", "rank": 0}
     bad = cli_capture._say_node({"host": "h", "asked": [entry], "dead": [], "answers": {

@@ -1,6 +1,6 @@
 """cli_cluster: what diff, apply, revert and status say with --ray, given what each node answered.
 
-The cluster layer is replaced by canned NodeResults (tests/test_cluster.py
+The cluster layer is replaced by canned NodeResults (tests/test_cluster_ray.py
 checks it; tests/test_ray.py runs all of it on a real cluster).
 """
 
@@ -11,9 +11,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api, cluster
-from patchkit.cli import main
-from patchkit.node import NodeResult, NodeState
+from patchkit.cluster import ray as cluster
+from patchkit import api
+from patchkit.cli.main import main
+from patchkit.cluster.node import NodeResult, NodeState
 
 A, B, C = "a" * 56, "b" * 56, "c" * 56
 R = "verl-fsdp-update"
@@ -107,7 +108,7 @@ def test_revert_prints_each_node(answers):
 
 def test_status_prints_the_rows_status_json_writes(answers, tree, tmp_path):
     """The nodes send FileStatus.to_json() rows: the one place the status JSON is built."""
-    from patchkit.ledger import Ledger
+    from patchkit.state.ledger import Ledger
 
     root = tree("verl-0.6")
     api.apply(api.load(R), str(root))

@@ -8,10 +8,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api, cli_patch
-from patchkit.cli import main
-from patchkit.ledger import Ledger
-from patchkit.outcome import FileOutcome, Outcome
+from patchkit.cli import patch as cli_patch
+from patchkit import api
+from patchkit.cli.main import main
+from patchkit.state.ledger import Ledger
+from patchkit.core.outcome import FileOutcome, Outcome
 
 from conftest import FIXTURES
 
@@ -111,7 +112,7 @@ def test_diff_says_what_would_change_and_where_to_apply_it(tree):
 
 
 def test_apply_finds_the_package_once_and_says_a_skipped_version_check_before_writing(tree, monkeypatch):
-    from patchkit import planning
+    from patchkit.state import planning
 
     root = tree("verl-0.6")
     calls = []

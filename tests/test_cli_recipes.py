@@ -7,8 +7,8 @@ import json
 import yaml
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.recipe import all_recipes
+from patchkit.cli.main import main
+from patchkit.recipe.load import all_recipes
 
 from conftest import RECIPES
 

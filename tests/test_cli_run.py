@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.demo import SAMPLE
-from patchkit.editfree import HOOK_DIR
+from patchkit.hook.editfree import HOOK_DIR
 from runtime_helpers import profiler_steps, trace_files
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,7 +103,8 @@ def test_a_recipe_that_does_not_fit_stops_the_command_before_it_starts(tmp_path,
 
 
 def test_a_file_changed_since_the_plan_runs_unpatched_and_says_so(tmp_path, site):
-    from patchkit import editfree, recipe
+    from patchkit.hook import editfree
+    from patchkit.recipe import load as recipe
 
     env = {"PATCHKIT_HOME": str(tmp_path / "home")}
     old = dict(os.environ)
@@ -178,7 +179,7 @@ def _announced(line):
 
 USER_SITE = textwrap.dedent("""\
     import os, sys
-    from patchkit.importhook import Finder
+    from patchkit.hook.importhook import Finder
     with open(os.environ["USER_SITE_LOG"], "a") as log:  # the parent `patchkit run` runs it too, without the hook
         log.write(f"user sitecustomize ran, hook installed: {any(isinstance(f, Finder) for f in sys.meta_path)}\\n")
     """)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from patchkit import manifest
+from patchkit.runtime import manifest
 
 from capturing import cli, RECIPE, TORCH, patched, snapshot, two_rank_run
 
@@ -137,7 +137,7 @@ def test_a_capture_whose_profiler_writes_its_own_report_is_listed_and_collected_
     """As with nsys: no trace in the save path, the manifest says which window of which process was recorded."""
     import types
 
-    from patchkit import backends
+    from patchkit.runtime import backends
 
     own = types.ModuleType("own_report_backend")
     own.STATIC_FEATURES, own.probe = {}, dict

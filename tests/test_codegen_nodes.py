@@ -7,11 +7,11 @@ import textwrap
 import libcst as cst
 import pytest
 
-from patchkit import codegen
-from patchkit.codegen import code, exit_decorator_node, header_lines, header_statements, point_statement
-from patchkit.engine import transform
-from patchkit.model import Applied, CannotApply
-from patchkit.recipe import load_recipe
+from patchkit.engine import codegen
+from patchkit.engine.codegen import code, exit_decorator_node, header_lines, header_statements, point_statement
+from patchkit.engine.codemod import transform
+from patchkit.core.model import Applied, CannotApply
+from patchkit.recipe.load import load_recipe
 
 BASE = """\
 id: t

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from patchkit import collect as collect_mod
-from patchkit import manifest
+from patchkit.traces import collect as collect_mod
+from patchkit.runtime import manifest
 
 from capturing import cli, REPO, RECIPE, TORCH, job_env, patched, snapshot, train, two_rank_run
 from doubles import npu_double_env

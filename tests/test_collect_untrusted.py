@@ -15,9 +15,11 @@ import os
 
 import pytest
 
-from patchkit import collect, journal, manifest
-from patchkit.captures import CaptureError, Trace, find
-from patchkit.manifest import safe_name
+from patchkit.traces import collect
+from patchkit.traces import journal
+from patchkit.runtime import manifest
+from patchkit.traces.captures import CaptureError, Trace, find
+from patchkit.runtime.manifest import safe_name
 
 from capturing import cli
 

@@ -6,9 +6,9 @@ import json
 
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.compare import compare
-from patchkit.summary import summarise
+from patchkit.cli.main import main
+from patchkit.traces.compare import compare
+from patchkit.traces.summary import summarise
 
 import fake_tools
 from fake_tools import torch_trace

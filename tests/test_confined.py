@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from patchkit.confined import Refused, leads_out, read_bounded, within
+from patchkit.core.confined import Refused, leads_out, read_bounded, within
 
 
 def test_within_is_strictly_inside():

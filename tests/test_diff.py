@@ -1,4 +1,4 @@
-"""patchkit.diff: unified diffs that `git apply` and `patch -p1` take, byte for byte difflib's hunks."""
+"""patchkit.engine.diff: unified diffs that `git apply` and `patch -p1` take, byte for byte difflib's hunks."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from patchkit import api
-from patchkit.diff import NO_EOL, unified
-from patchkit.marks import split_lines
+from patchkit.engine.diff import NO_EOL, unified
+from patchkit.engine.marks import split_lines
 
 from conftest import FIXTURES
 
@@ -252,7 +252,7 @@ def test_lines_that_look_like_headers_are_kept_as_they_are():
 
 
 def test_importing_patchkit_diff_does_not_import_difflib():
-    code = "import sys, patchkit.diff; print('difflib' in sys.modules)"
+    code = "import sys, patchkit.engine.diff; print('difflib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 

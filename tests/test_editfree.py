@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import editfree, recipe, runcache
+from patchkit.hook import editfree
+from patchkit.recipe import load as recipe
+from patchkit.hook import runcache
 from patchkit.demo import SAMPLE
-from patchkit.errors import TargetError
+from patchkit.core.errors import TargetError
 
 REPO = Path(__file__).resolve().parent.parent
 

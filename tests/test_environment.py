@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from patchkit.environment import runtime_missing
+from patchkit.state.environment import runtime_missing
 
 
 def _site(tmp_path, *entries):

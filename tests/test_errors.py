@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from patchkit.errors import (AnchorError, LedgerError, Location, LockedError, OverrideError, PatchkitError,
-                             RecipeError, TargetError, TraceError)
+from patchkit.core.errors import AnchorError, LedgerError, Location, LockedError, OverrideError, PatchkitError, RecipeError, TargetError, TraceError
 
 
 def test_a_location_prints_as_much_as_it_knows():
@@ -28,7 +27,7 @@ def test_the_hierarchy_lets_callers_catch_by_kind():
 
 
 def test_a_name_from_someone_elses_file_cannot_reach_the_terminal_raw():
-    from patchkit.errors import Location, TraceError
+    from patchkit.core.errors import Location, TraceError
 
     error = TraceError("bad operator \x1b]0;owned\x07\rrank 0: fine", Location("/x/\x1b[2Jtrace.json", 3),
                        "move it\naside")

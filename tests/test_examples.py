@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from patchkit import examples
-from patchkit.recipe import load, load_recipe
+from patchkit.engine import examples
+from patchkit.recipe.load import load, load_recipe
 
 HEAD = """\
 id: probe

@@ -12,12 +12,12 @@ import yaml
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli import main
-from patchkit.codegen import header_lines
-from patchkit.engine import strip, transform
-from patchkit.errors import RecipeError
-from patchkit.model import AlreadyApplied, Applied, CannotApply
-from patchkit.recipe import load_recipe
+from patchkit.cli.main import main
+from patchkit.engine.codegen import header_lines
+from patchkit.engine.codemod import strip, transform
+from patchkit.core.errors import RecipeError
+from patchkit.core.model import AlreadyApplied, Applied, CannotApply
+from patchkit.recipe.load import load_recipe
 
 BASE = """\
 id: {id}

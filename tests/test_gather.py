@@ -14,9 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchkit import collect, gather
-from patchkit.captures import CaptureError
-from patchkit.cluster import ClusterError
+from patchkit.traces import collect
+from patchkit.cluster import gather
+from patchkit.traces.captures import CaptureError
+from patchkit.cluster.ray import ClusterError
 
 from capturing import cli
 from test_collect_untrusted import GOOD, SECRET, TRACE, assert_contained, good_copy, outside, shared, write_manifest

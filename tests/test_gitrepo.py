@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import gitrepo
-from patchkit.errors import TargetError
+from patchkit.state import gitrepo
+from patchkit.core.errors import TargetError
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_work_tree_walks_up_to_the_dot_git_and_needs_no_git(repo, tmp_path):
     assert gitrepo.work_tree(repo / "pkg") == repo
     assert gitrepo.work_tree(repo / "pkg" / "not-there.py") == repo
     assert gitrepo.work_tree(tmp_path / "elsewhere.py") is None
-    code = f"import sys, patchkit.gitrepo as g; g.work_tree({str(repo / 'pkg')!r}); print('git' in sys.modules)"
+    code = f"import sys, patchkit.state.gitrepo as g; g.work_tree({str(repo / 'pkg')!r}); print('git' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.guards import ALLOWED, check_expression
+from patchkit.cli.main import main
+from patchkit.recipe.guards import ALLOWED, check_expression
 
 from conftest import RECIPES
 

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import textwrap
 
-from patchkit import importhook, runcache
+from patchkit.hook import importhook
+from patchkit.hook import runcache
 
 HOOK_DIR = os.path.join(os.path.dirname(importhook.__file__), "_run")
 

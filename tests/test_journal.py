@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from patchkit import journal
-from patchkit.captures import CaptureError
+from patchkit.traces import journal
+from patchkit.traces.captures import CaptureError
 
 
 def test_entries_are_read_back_by_file_and_a_cut_off_last_line_is_ignored(tmp_path):

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchkit import jsonstream
-from patchkit.errors import TraceError
-from patchkit.jsonstream import MAX_DEPTH, TraceStream, _Reader, _too_deep
+from patchkit.traces import jsonstream
+from patchkit.core.errors import TraceError
+from patchkit.traces.jsonstream import MAX_DEPTH, TraceStream, _Reader, _too_deep
 
 EVENTS = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 1.5, "dur": 3,
            "args": {"Input Dims": [[2, 3], [3, 4]], "note": "[{\"x\\\\"}},

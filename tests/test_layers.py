@@ -1,24 +1,12 @@
-"""patchkit's modules import one way: no cycle, imports inside functions included; only the CLI prints.
+"""What the layers' contracts in pyproject.toml cannot say, and those contracts run.
 
-The layers, each importing only from those above it::
-
-    errors, versions                    the error hierarchy, version ranges
-    model, marks, outcome, yamlpos,     data shapes, patchkit's own lines, named results,
-      backends, points, codegen           YAML positions, profiler code, point finders
-    gitrepo                             the git checkout holding a file (git imported on use)
-    recipe_reader, overrides,           typed YAML access with positions; KEY=VALUE
-      recipe_parts, recipe_points         a recipe's options, roles, examples and points
-    recipe, catalogue, targets,         recipes from YAML; where the target files are and
-      treeversion                         which version is installed
-    engine, diff, ledger, unrecorded,   the pure transform; records and backups;
-      state, environment                  what is applied where
-    planning                            Settings -> Plan (reads, writes nothing)
-    review                              the git checks and apply --commit's branch
-    transaction, examples               apply and revert; a recipe's own examples
-    api, node, cluster                  the importable API; the same on every Ray node
-    cli_patch, cli_cluster,             what each command says (the only modules that print)
-      cli_recipes
-    cli                                 the commands and their options
+The layers are folders, declared for import-linter in ``pyproject.toml``
+(``[tool.importlinter]``) from ``patchkit.cli`` down to ``patchkit.core``,
+with what may never be imported inside the training process or by the
+trace readers; :func:`test_the_import_contracts_hold` runs ``lint-imports``.
+This file keeps the rest: no import cycle (inside a layer too), only the
+command line prints, modules stay small, every module has its test module,
+and each layer's ``__init__`` names its modules.
 
 ``patchkit/__init__.py`` names the public API; its names load their module on
 first use, so ``from . import NAME`` counts as importing that module.
@@ -40,7 +28,7 @@ PACKAGE = Path(patchkit.__file__).resolve().parent
 
 # A cycle known to be there: points/__init__ fills its registry by importing its finders, which import
 # the registry back from the package.  It may stay inside that package; no module outside may join it.
-KNOWN_CYCLE_INSIDE = ("patchkit.points",)
+KNOWN_CYCLE_INSIDE = ("patchkit.engine.points",)
 
 
 def known(group: Set[str]) -> bool:
@@ -126,15 +114,6 @@ def cycles(edges: Dict[str, Set[str]]) -> List[Set[str]]:
     return out
 
 
-def reach(edges: Dict[str, Set[str]], start: str) -> Set[str]:
-    seen, todo = set(), [start]
-    while todo:
-        for nxt in edges.get(todo.pop(), set()) - seen:
-            seen.add(nxt)
-            todo.append(nxt)
-    return seen
-
-
 def test_no_import_cycle_lazy_imports_included():
     found = [group for group in cycles(graph()) if not known(group)]
     assert not found, "modules that import each other: " + "; ".join(" <-> ".join(sorted(g)) for g in found)
@@ -144,32 +123,44 @@ def test_the_walk_sees_lazy_imports_and_names_of_the_package(tmp_path):
     """The walker is this file's instrument: it must see an import inside a function, resolve a name
     ``patchkit/__init__`` loads on use, and find a cycle through them."""
     edges = graph()
-    assert "patchkit.engine" in edges["patchkit.planning"]  # imported inside a function only
-    assert "patchkit.cli_cluster" in edges["patchkit.cli"]  # the same
+    assert "patchkit.engine.codemod" in edges["patchkit.state.planning"]  # imported inside a function only
+    assert "patchkit.cli.cluster" in edges["patchkit.cli.main"]  # the same
     assert edges["patchkit"] == set()  # the package imports nothing until a name is used
     probe = tmp_path / "probe.py"
-    probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, diff\n")
-    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.planning", "patchkit.diff"}
+    probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, api\n")
+    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit.api"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    assert known({"patchkit.points", "patchkit.points.loops"})
-    assert not known({"patchkit.points", "patchkit.engine"})  # a cycle leaving the package is not excused
+    assert known({"patchkit.engine.points", "patchkit.engine.points.loops"})
+    assert not known({"patchkit.engine.points", "patchkit.engine.codemod"})  # a cycle leaving the package is not excused
 
 
-def test_gitrepo_and_targets_no_longer_import_each_other():
-    edges = graph()
-    assert "patchkit.targets" not in reach(edges, "patchkit.gitrepo")
-    assert "patchkit.gitrepo" in edges["patchkit.targets"]
+def test_the_import_contracts_hold():
+    """``lint-imports`` with the contracts of pyproject.toml, on this checkout's package."""
+    import os
+    import subprocess
+    import sys
+
+    repo = PACKAGE.parent
+    assert (repo / "pyproject.toml").is_file(), "run from a checkout"
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint)], cwd=repo, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
-@pytest.mark.parametrize("low,high", [
-    ("patchkit.planning", "patchkit.transaction"), ("patchkit.review", "patchkit.transaction"),
-    ("patchkit.transaction", "patchkit.api"), ("patchkit.state", "patchkit.api"), ("patchkit.node", "patchkit.cluster"),
-    ("patchkit.cluster", "patchkit.cli_cluster"), ("patchkit.api", "patchkit.cli"), ("patchkit.outcome", "patchkit.ledger"),
-    ("patchkit.cli_patch", "patchkit.cli"), ("patchkit.cli_cluster", "patchkit.cli"), ("patchkit.cli_recipes", "patchkit.cli"),
-])
-def test_lower_layers_do_not_reach_up(low, high):
-    assert high not in reach(graph(), low), f"{low} imports {high}, directly or through another module"
+def test_each_layer_s_init_names_its_modules():
+    """A newcomer opens a layer's ``__init__`` and finds every module of the folder named there."""
+    for name, path in modules().items():
+        if path.name != "__init__.py" or name in ("patchkit", "patchkit.demo", "patchkit.hook._run"):
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        inside = sorted(p.stem if p.name != "__init__.py" else p.parent.name for p in path.parent.iterdir()
+                        if (p.suffix == ".py" and p.name != "__init__.py")
+                        or (p.is_dir() and (p / "__init__.py").is_file()))
+        missing = [m for m in inside if f".{m}`" not in doc and f"``{m}" not in doc and f"{m}/" not in doc]
+        assert not missing, f"{name}'s docstring does not name {missing}"
 
 
 def test_only_the_command_line_prints():
@@ -200,23 +191,27 @@ def test_modules_stay_small():
 # Modules whose tests live in a module named for what they are tested through, with the reason.
 TESTED_IN = {
     "patchkit": "test_api",  # the public API it names
-    "patchkit.__main__": "test_cli",  # `python -m patchkit` is the command line
-    "patchkit.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
-    "patchkit.points.calls": "test_point_kinds",
-    "patchkit.points.loops": "test_point_kinds",
-    "patchkit.points.ranges": "test_point_kinds",
-    "patchkit.points.registry": "test_point_kinds",  # the declarations, checked for every kind
-    "patchkit.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
-    "patchkit.backends.torch": "test_backends",
-    "patchkit.backends.nsys": "test_backends",
-    "patchkit.backends.program": "test_backends",
+    "patchkit.__main__": "test_cli_main",  # `python -m patchkit` is the command line
+    "patchkit.engine.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
+    "patchkit.engine.points.calls": "test_point_kinds",
+    "patchkit.engine.points.loops": "test_point_kinds",
+    "patchkit.engine.points.ranges": "test_point_kinds",
+    "patchkit.engine.points.registry": "test_point_kinds",  # the declarations, checked for every kind
+    "patchkit.runtime.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
+    "patchkit.runtime.backends.torch": "test_backends",
+    "patchkit.runtime.backends.nsys": "test_backends",
+    "patchkit.runtime.backends.program": "test_backends",
     "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
     "patchkit.demo.train": "test_demo",
-    "patchkit.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
-    "patchkit._run": "test_importhook",  # the folder `patchkit run` puts on PYTHONPATH
-    "patchkit._run.sitecustomize": "test_importhook",  # run at start-up by every process of the command
-    "patchkit.ondemand_cluster": "test_cli_capture",  # capture --ray on a real two-node cluster
+    "patchkit.cluster.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
+    "patchkit.hook._run": "test_importhook",  # the folder `patchkit run` puts on PYTHONPATH
+    "patchkit.hook._run.sitecustomize": "test_importhook",  # run at start-up by every process of the command
+    "patchkit.cluster.capture": "test_cli_capture",  # capture --ray on a real two-node cluster
 }
+
+
+def _defines(path: Path) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.parse(path.read_text()).body)
 
 
 def test_every_module_has_its_test_module():
@@ -226,7 +221,10 @@ def test_every_module_has_its_test_module():
         parts = name.split(".")[1:] or ["patchkit"]
         if parts[-1] == "__init__":
             parts = parts[:-1] or ["patchkit"]
-        candidates = {f"test_{'_'.join(parts)}", f"test_{parts[-1]}", TESTED_IN.get(name, "")}
+        candidates = {f"test_{'_'.join(parts)}", f"test_{'_'.join(parts[-2:])}", f"test_{parts[-1]}",
+                      TESTED_IN.get(name, "")}
+        if modules()[name].name == "__init__.py" and not _defines(modules()[name]):
+            candidates.add("test_layers")  # a layer's surface: test_each_layer_s_init_names_its_modules
         if not any((tests / f"{c}.py").is_file() for c in candidates if c):
             missing.append(name)
     assert not missing, f"modules without a test module (tests/test_<name>.py): {missing}"

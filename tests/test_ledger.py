@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from patchkit import api
-from patchkit.errors import LockedError
-from patchkit.ledger import Ledger, sha256
+from patchkit.core.errors import LockedError
+from patchkit.state.ledger import Ledger, sha256
 
 from conftest import RECIPES, snapshot
 
@@ -89,7 +89,7 @@ def test_revert_with_a_corrupted_backup_still_restores_by_taking_the_lines_out(t
 
 def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
     (patchkit_home / "ledger.json").write_text("{not json")
-    from patchkit.errors import LedgerError
+    from patchkit.core.errors import LedgerError
 
     with pytest.raises(LedgerError) as info:
         api.status()
@@ -100,7 +100,7 @@ def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
 def test_a_change_left_half_written_is_reported_by_status_and_put_back_by_the_next_revert(tree, patchkit_home):
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     root = tree("verl-0.6")
     before = snapshot(root)
@@ -112,7 +112,7 @@ def test_a_change_left_half_written_is_reported_by_status_and_put_back_by_the_ne
     with ledger.locked() as led:
         led.pending = {"files": [{"path": str(f.path), "old": led.backup(f.data), "new": sha256(f.new_bytes())}],
                        "records": {str(f.path): None}}
-        led.files[str(f.path)] = __import__("patchkit.ledger", fromlist=["FileRecord"]).FileRecord(
+        led.files[str(f.path)] = __import__("patchkit.state.ledger", fromlist=["FileRecord"]).FileRecord(
             path=str(f.path), relpath=f.relpath, root=str(root), distribution="verl", version="0.6.1",
             original_sha256=sha256(f.data), patched_sha256=sha256(f.new_bytes()))
         led.save()
@@ -158,7 +158,7 @@ def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
                           '_patchkit_runtime.step("verl-fsdp-update")  # patchkit:verl-fsdp-update, mine')
     assert edited != text
     (root / DP).write_text(edited)
-    from patchkit.errors import LedgerError
+    from patchkit.core.errors import LedgerError
 
     with pytest.raises(LedgerError) as info:
         api.revert(["verl-fsdp-update"])
@@ -171,7 +171,7 @@ def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
 
 def test_revert_names_the_edited_line_by_its_number_in_the_file_on_disk(tree):
     """The line a refused revert points at is counted in the file as it is, patchkit's header lines included."""
-    from patchkit.errors import LedgerError
+    from patchkit.core.errors import LedgerError
 
     root = tree("verl-0.6")
     api.apply(api.load("verl-fsdp-update"), str(root))

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from patchkit import marks
-from patchkit.errors import TargetError
+from patchkit.engine import marks
+from patchkit.core.errors import TargetError
 
 SOURCE = ("import os\n"
           "import patchkit.runtime as _patchkit_runtime  # patchkit:a\n"
@@ -106,8 +106,8 @@ def test_a_file_that_does_not_decode_names_itself(data):
 # ---------------------------------------------------------------- lines ending in the marker that patchkit did not write
 
 def test_the_lines_patchkit_writes_are_its_own():
-    from patchkit import codegen
-    from patchkit.recipe import all_recipes
+    from patchkit.engine import codegen
+    from patchkit.recipe.load import all_recipes
 
     for settings in all_recipes():
         header = "".join(line + "\n" for line in codegen.header_lines(settings))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from patchkit import vocabulary
-from patchkit.model import LoopSelector, Option, Point, Profiler, Recipe, Schedule, Settings, Target
+from patchkit.core import vocabulary
+from patchkit.core.model import LoopSelector, Option, Point, Profiler, Recipe, Schedule, Settings, Target
 
 
 def _recipe(**kw):

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from patchkit import api
-from patchkit.ledger import Ledger, sha256
-from patchkit.node import NodeResult, NodeState, on_node
-from patchkit.outcome import Outcome
+from patchkit.state.ledger import Ledger, sha256
+from patchkit.cluster.node import NodeResult, NodeState, on_node
+from patchkit.core.outcome import Outcome
 
 from conftest import snapshot
 

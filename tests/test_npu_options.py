@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import backends
-from patchkit.errors import RecipeError
-from patchkit.recipe import load
+from patchkit.runtime import backends
+from patchkit.core.errors import RecipeError
+from patchkit.recipe.load import load
 from runtime_helpers import on_stand_in
 
 

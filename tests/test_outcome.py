@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.node import NodeState
-from patchkit.outcome import FileOutcome, Outcome, Status
+from patchkit.cluster.node import NodeState
+from patchkit.core.outcome import FileOutcome, Outcome, Status
 
 # What users' scripts read: `patchkit apply/revert` lines and `status --json` "state" values.
 PRINTED = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import OverrideError
-from patchkit.overrides import apply_overrides
+from patchkit.core.errors import OverrideError
+from patchkit.recipe.overrides import apply_overrides
 
 DATA = {"id": "r", "schedule": {"wait": 1}, "profiler": {"level": "level0"}}
 OPTIONS = {"granularity": {"choices": ["mini", "micro"], "default": "mini"}}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import planning
-from patchkit.errors import AnchorError, TargetError
-from patchkit.model import AlreadyApplied, Applied
-from patchkit.recipe import load, load_recipe
+from patchkit.state import planning
+from patchkit.core.errors import AnchorError, TargetError
+from patchkit.core.model import AlreadyApplied, Applied
+from patchkit.recipe.load import load, load_recipe
 
 from conftest import RECIPES, snapshot
 
@@ -113,7 +113,7 @@ def test_every_dependency_of_patchkit_counts_as_its_own():
     import re
 
     from conftest import REPO
-    from patchkit.planning import OWN_DEPENDENCIES
+    from patchkit.state.planning import OWN_DEPENDENCIES
 
     text = (REPO / "pyproject.toml").read_text()
     block = text[text.index("dependencies = ["):]
@@ -137,7 +137,7 @@ def test_a_user_line_ending_in_the_marker_is_refused_before_apply_with_its_place
 
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     root = tree("verl-0.6")
     number = _with_user_line(root, f"USER_FLAG = 1  # patchkit:{marker}")
@@ -158,7 +158,7 @@ def test_a_user_line_ending_in_the_marker_is_refused_before_apply_with_its_place
 def test_once_the_comment_is_changed_apply_and_revert_give_the_line_back(tree):
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     root = tree("verl-0.6")
     _with_user_line(root, "USER_FLAG = 1  # patchkit verl-fsdp-update")

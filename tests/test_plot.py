@@ -7,10 +7,10 @@ from xml.etree import ElementTree
 
 import pytest
 
-from patchkit.errors import TraceError
-from patchkit.plot import plot_format, require, write_plot
-from patchkit.summary import RankSummary, Summary
-from patchkit.traceread import Step
+from patchkit.core.errors import TraceError
+from patchkit.traces.plot import plot_format, require, write_plot
+from patchkit.traces.summary import RankSummary, Summary
+from patchkit.traces.read import Step
 
 
 def _rank(label, rank, times):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import vocabulary
-from patchkit.examples import run_examples
-from patchkit.model import Point
-from patchkit.points import KINDS, describe
-from patchkit.recipe import parse_recipe
+from patchkit.core import vocabulary
+from patchkit.engine.examples import run_examples
+from patchkit.core.model import Point
+from patchkit.engine.points import KINDS, describe
+from patchkit.recipe.load import parse_recipe
 
 
 def _settings(kind, ex):

@@ -12,12 +12,12 @@ import textwrap
 import libcst as cst
 import pytest
 
-from patchkit import engine
-from patchkit.engine import strip, transform
-from patchkit.model import Applied, CannotApply, LoopSelector, Point
-from patchkit.points import Positions, Scan
-from patchkit.points.lookup import Missing, find_function
-from patchkit.recipe import load_recipe
+from patchkit.engine import codemod as engine
+from patchkit.engine.codemod import strip, transform
+from patchkit.core.model import Applied, CannotApply, LoopSelector, Point
+from patchkit.engine.points import Positions, Scan
+from patchkit.engine.points.lookup import Missing, find_function
+from patchkit.recipe.load import load_recipe
 
 BASE = """\
 id: t
@@ -203,7 +203,7 @@ def test_loop_selectors_read_libcst_nodes():
                 while self.more(n) > 0:
                     pass
         ''')
-    from patchkit.points.loops import select
+    from patchkit.engine.points.loops import select
 
     scan = scan_of(src)
     assert [len(select(scan, LoopSelector(iter=name))) for name in ("zip", "xs", "more", "flag")] == [0, 1, 0, 0]

@@ -9,12 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli import main
-from patchkit.engine import transform
-from patchkit.errors import AnchorError
-from patchkit.model import CannotApply
-from patchkit.catalogue import builtin_dir
-from patchkit.recipe import load_recipe
+from patchkit.cli.main import main
+from patchkit.engine.codemod import transform
+from patchkit.core.errors import AnchorError
+from patchkit.core.model import CannotApply
+from patchkit.recipe.catalogue import builtin_dir
+from patchkit.recipe.load import load_recipe
 
 import realwheels
 from conftest import snapshot

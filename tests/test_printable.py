@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from patchkit.printable import printable
+from patchkit.core.printable import printable
 
 
 @pytest.mark.parametrize("raw, shown", [
@@ -40,7 +40,7 @@ def test_anything_is_made_text_and_json_needs_no_help():
 def test_traces_lists_a_file_name_with_control_characters_escaped(tmp_path):
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     folder = tmp_path / "out"
     folder.mkdir()

@@ -15,9 +15,9 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from patchkit import private
-from patchkit.cli import main
-from patchkit.ledger import Ledger, sha256
+from patchkit.core import private
+from patchkit.cli.main import main
+from patchkit.state.ledger import Ledger, sha256
 
 from conftest import snapshot
 
@@ -142,7 +142,7 @@ def test_a_state_file_larger_than_patchkit_writes_is_refused(patchkit_home):
     big = patchkit_home / "ledger.json"
     big.write_bytes(b" " * 100)
     big.chmod(0o600)
-    from patchkit.errors import LedgerError
+    from patchkit.core.errors import LedgerError
 
     with pytest.raises(LedgerError, match="larger than patchkit ever writes"):
         private.read(str(big), limit=10)
@@ -161,7 +161,9 @@ def test_the_home_may_be_a_link_to_a_folder_of_the_users(tmp_path, monkeypatch):
 
 
 def test_the_folders_the_job_and_run_make_in_the_state_folder_are_private(tmp_path, monkeypatch):
-    from patchkit import manifest, ondemand, runcache
+    from patchkit.runtime import manifest
+    from patchkit.runtime import requests as ondemand
+    from patchkit.hook import runcache
 
     home = tmp_path / "home"
     monkeypatch.setenv("PATCHKIT_HOME", str(home))

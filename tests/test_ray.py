@@ -15,7 +15,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
+from patchkit.cli.main import main
 
 from conftest import FIXTURES, snapshot
 

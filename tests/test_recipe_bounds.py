@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.recipe_points import MAX_POINTS
-from patchkit.yamlpos import MAX_CHARS
+from patchkit.cli.main import main
+from patchkit.recipe.points import MAX_POINTS
+from patchkit.recipe.yamlpos import MAX_CHARS
 
 GOOD = textwrap.dedent("""\
     id: r

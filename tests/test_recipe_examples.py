@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from patchkit import api
-from patchkit.engine import strip, transform
-from patchkit.model import AlreadyApplied, Applied
+from patchkit.engine.codemod import strip, transform
+from patchkit.core.model import AlreadyApplied, Applied
 
 from conftest import RECIPES
 
@@ -58,9 +58,10 @@ def test_built_in_recipes_validate_against_the_published_schema():
 
 
 def test_schema_knows_exactly_the_keys_the_loader_knows():
-    from patchkit import recipe as r
-    from patchkit import recipe_parts, recipe_points
-    from patchkit import vocabulary
+    from patchkit.recipe import load as r
+    from patchkit.recipe import parts as recipe_parts
+    from patchkit.recipe import points as recipe_points
+    from patchkit.core import vocabulary
 
     schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
     props = schema["properties"]

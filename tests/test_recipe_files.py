@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.errors import RecipeError
-from patchkit.recipe_files import MAX_BYTES, read_text, recipe_path, shown
+from patchkit.cli.main import main
+from patchkit.core.errors import RecipeError
+from patchkit.recipe.files import MAX_BYTES, read_text, recipe_path, shown
 
 from conftest import RECIPES, snapshot
 

@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from patchkit import recipe_parts as parts
-from patchkit.errors import RecipeError
-from patchkit.recipe_reader import Reader
-from patchkit.yamlpos import load
+from patchkit.recipe import parts
+from patchkit.core.errors import RecipeError
+from patchkit.recipe.reader import Reader
+from patchkit.recipe.yamlpos import load
 
 
 def reader(text):

@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
-from patchkit import model as m
-from patchkit import recipe_points
-from patchkit.errors import RecipeError
-from patchkit.recipe_reader import Reader
-from patchkit.yamlpos import load
+from patchkit.core import model as m
+from patchkit.recipe import points as recipe_points
+from patchkit.core.errors import RecipeError
+from patchkit.recipe.reader import Reader
+from patchkit.recipe.yamlpos import load
 
 OPTIONS = (m.Option("granularity", ("mini", "micro"), "mini", ""),)
 

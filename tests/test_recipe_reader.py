@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import OverrideError, RecipeError
-from patchkit.recipe_reader import (Reader, check_expression, did_you_mean, is_dotted, is_identifier, is_recipe_id,
-                                    kind_of, name_of)
-from patchkit.yamlpos import load
+from patchkit.core.errors import OverrideError, RecipeError
+from patchkit.recipe.reader import Reader, check_expression, did_you_mean, is_dotted, is_identifier, is_recipe_id, kind_of, name_of
+from patchkit.recipe.yamlpos import load
 
 TEXT = """\
 id: x
@@ -145,7 +144,7 @@ def test_a_name_is_bounded_before_it_is_checked_or_shown():
     ("pkg/m\x00.py", "contains a NUL byte"),
 ])
 def test_a_target_file_no_file_system_holds_is_refused(path, fragment):
-    from patchkit.recipe_reader import check_relative
+    from patchkit.recipe.reader import check_relative
 
     r = bounded("f: x\n")
     r.data["f"] = path
@@ -155,7 +154,7 @@ def test_a_target_file_no_file_system_holds_is_refused(path, fragment):
 
 
 def test_a_message_quoting_a_huge_value_is_shortened():
-    from patchkit.recipe_reader import MAX_MESSAGE
+    from patchkit.recipe.reader import MAX_MESSAGE
 
     r = bounded("at: " + "x" * 100_000 + "\n")
     with pytest.raises(RecipeError) as info:

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import patchkit
-from patchkit.cli import main
+from patchkit.cli.main import main
 
 from conftest import FIXTURES, RECIPES, snapshot
 
@@ -145,7 +145,7 @@ def status_json(home: Path) -> dict:
 
 def recover(home: Path) -> None:
     """What apply and revert do first (status only reports it): finish or undo an interrupted change."""
-    from patchkit.ledger import Ledger
+    from patchkit.state.ledger import Ledger
 
     with Ledger(home).locked():
         pass
@@ -697,7 +697,7 @@ def _check_save_path(root: Path, value: str, quoted: bool, backend: str) -> None
     event(f"diff exit {result.exit_code}")
     if result.exit_code != 0:
         return
-    from patchkit.yamlpos import LOADER  # overrides are read as recipes are: libyaml where the wheel has it
+    from patchkit.recipe.yamlpos import LOADER  # overrides are read as recipes are: libyaml where the wheel has it
 
     expected = yaml.load(raw, Loader=LOADER) if raw.strip() else ""
     assert isinstance(expected, str), what

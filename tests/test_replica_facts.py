@@ -23,7 +23,7 @@ import pytest
 from packaging.version import Version
 
 import realwheels
-from patchkit.runtime_control import REPLICA_ENV
+from patchkit.runtime.control import REPLICA_ENV
 
 _WORKER = "verl/single_controller/base/worker.py"
 _VLLM = "verl/workers/rollout/vllm_rollout/vllm_async_server.py"

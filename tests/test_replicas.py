@@ -14,10 +14,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from patchkit import backends, runtime  # noqa: E402
-from patchkit.errors import OverrideError, RecipeError  # noqa: E402
-from patchkit.recipe import load, load_recipe  # noqa: E402
-from patchkit.runtime_control import REPLICA_ENV, replica  # noqa: E402
+from patchkit.runtime import backends  # noqa: E402
+from patchkit import runtime  # noqa: E402
+from patchkit.core.errors import OverrideError, RecipeError  # noqa: E402
+from patchkit.recipe.load import load, load_recipe  # noqa: E402
+from patchkit.runtime.control import REPLICA_ENV, replica  # noqa: E402
 from runtime_helpers import lines, settings, trace_files  # noqa: E402
 from runtime_helpers import no_profiler_left_running  # noqa: E402,F401  (a fixture)
 
@@ -186,7 +187,7 @@ def test_replicas_with_ranks_on_the_command_line_is_an_error():
 def test_show_says_which_replicas_profile_and_how_the_replica_is_read():
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     result = CliRunner().invoke(main, ["show", "vllm-decode", "replicas=[0]", "profiler.replica_size=4"])
     assert result.exit_code == 0, result.output

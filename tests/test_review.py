@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit import gitrepo
-from patchkit.cli import main
+from patchkit.state import gitrepo
+from patchkit.cli.main import main
 
 from conftest import FIXTURES, snapshot
 
@@ -393,7 +393,7 @@ def test_revert_completes_the_applied_recipes(tree):
 
 def test_commands_outside_git_never_import_git(tree):
     root = tree("verl-0.6")
-    code = ("import sys; from click.testing import CliRunner; from patchkit.cli import main; "
+    code = ("import sys; from click.testing import CliRunner; from patchkit.cli.main import main; "
             f"r = CliRunner().invoke(main, ['diff', 'verl-fsdp-update', '--root', {str(root)!r}]); "
             f"r2 = CliRunner().invoke(main, ['apply', 'verl-fsdp-update', '--root', {str(root)!r}]); "
             "r3 = CliRunner().invoke(main, ['status']); "
@@ -487,13 +487,14 @@ def test_revert_without_a_record_in_a_checkout_puts_the_content_back_and_names_t
     assert gitrepo.branch_tip(root, BRANCH) is not None  # left for the user: this ledger never made it
 
 
-# ---------------------------------------------------------------- patchkit.review, called directly
+# ---------------------------------------------------------------- patchkit.state.review, called directly
 
 def test_check_git_notes_each_file_and_refuses_the_users_own_changes(tmp_path):
-    from patchkit import planning, review
-    from patchkit.errors import TargetError
-    from patchkit.ledger import Ledger
-    from patchkit.recipe import load
+    from patchkit.state import planning
+    from patchkit.state import review
+    from patchkit.core.errors import TargetError
+    from patchkit.state.ledger import Ledger
+    from patchkit.recipe.load import load
 
     top = tmp_path / "verl"
     root = make_repo(top)

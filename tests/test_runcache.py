@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from patchkit import runcache
+from patchkit.hook import runcache
 
 
 def test_an_entry_is_written_whole_private_and_hashed_as_stored(patchkit_home):

@@ -1,4 +1,4 @@
-"""One capture's schedule and window state machine (patchkit.runtime_capture), with torch on CPU."""
+"""One capture's schedule and window state machine (patchkit.runtime.capture), with torch on CPU."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from patchkit import backends  # noqa: E402
+from patchkit.runtime import backends  # noqa: E402
 from patchkit import runtime  # noqa: E402
-from patchkit.runtime_capture import Capture  # noqa: E402
+from patchkit.runtime.capture import Capture  # noqa: E402
 from runtime_helpers import (SCHEDULES, Recorder, lines, profiler_steps, settings, torch_actions,  # noqa: E402
                              trace_files)
 from runtime_helpers import no_profiler_left_running, recorder  # noqa: E402,F401  (fixtures)

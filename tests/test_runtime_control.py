@@ -1,4 +1,4 @@
-"""Starting a capture, steps at schedule events and process exit (patchkit.runtime_control), with torch on CPU."""
+"""Starting a capture, steps at schedule events and process exit (patchkit.runtime.control), with torch on CPU."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import manifest
+from patchkit.runtime import manifest
 
 from capturing import cli
 from runtime_helpers import on_stand_in

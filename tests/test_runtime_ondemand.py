@@ -9,8 +9,10 @@ import time
 
 import pytest
 
-from patchkit import ondemand, runtime, runtime_ondemand
-from patchkit.runtime_registry import finished
+from patchkit.runtime import requests as ondemand
+from patchkit import runtime
+from patchkit.runtime import ondemand as runtime_ondemand
+from patchkit.runtime.registry import finished
 from runtime_helpers import no_profiler_left_running, profiler_steps, settings  # noqa: F401  (a fixture)
 
 
@@ -84,7 +86,7 @@ def test_a_request_that_comes_while_a_window_is_recorded_is_answered_busy(tmp_pa
 
 
 def test_manual_does_not_combine_with_a_schedule_of_its_own():
-    from patchkit import backends
+    from patchkit.runtime import backends
 
     assert backends.validate(settings("/tmp/x", trigger="manual", active=3)) == [
         "schedule.trigger manual records the steps `patchkit capture` asks for; it does not combine with "

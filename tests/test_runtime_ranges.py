@@ -9,9 +9,9 @@ import textwrap
 import pytest
 
 from patchkit import runtime
-from patchkit.engine import transform
-from patchkit.model import Applied
-from patchkit.recipe import parse_recipe
+from patchkit.engine.codemod import transform
+from patchkit.core.model import Applied
+from patchkit.recipe.load import parse_recipe
 from runtime_helpers import lines, no_profiler_left_running, trace_files, on_stand_in  # noqa: F401  (a fixture)
 
 

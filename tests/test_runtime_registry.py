@@ -1,10 +1,10 @@
-"""patchkit.runtime_registry: the process-wide tables, lines said once, failures that finish a key."""
+"""patchkit.runtime.registry: the process-wide tables, lines said once, failures that finish a key."""
 
 from __future__ import annotations
 
 import pytest
 
-from patchkit import runtime_registry as reg
+from patchkit.runtime import registry as reg
 
 pytestmark = pytest.mark.usefixtures("clean_runtime")  # from conftest.py
 

@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from patchkit import backends, runtime
-from patchkit.errors import OverrideError, RecipeError
-from patchkit.recipe import load, load_recipe
+from patchkit.runtime import backends
+from patchkit import runtime
+from patchkit.core.errors import OverrideError, RecipeError
+from patchkit.recipe.load import load, load_recipe
 from runtime_helpers import no_profiler_left_running, profiler_steps, settings, trace_files, on_stand_in  # noqa: F401
 
 

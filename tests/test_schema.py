@@ -6,10 +6,13 @@ import json
 
 import pytest
 
-from patchkit import backends, points, schema, vocabulary
-from patchkit.errors import RecipeError
-from patchkit.recipe import load_recipe
-from patchkit.vocabulary import SETTINGS
+from patchkit.runtime import backends
+from patchkit.engine import points
+from patchkit.recipe import schema
+from patchkit.core import vocabulary
+from patchkit.core.errors import RecipeError
+from patchkit.recipe.load import load_recipe
+from patchkit.core.vocabulary import SETTINGS
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -17,7 +20,7 @@ SHIPPED = schema.PATH.read_text(encoding="utf-8")
 
 
 def test_the_shipped_schema_is_what_python_m_patchkit_schema_makes():
-    assert schema.text() == SHIPPED, "the vocabulary changed: run `python -m patchkit.schema` and commit the file"
+    assert schema.text() == SHIPPED, "the vocabulary changed: run `python -m patchkit.recipe.schema` and commit the file"
 
 
 def test_making_it_restores_a_stale_vocabulary():

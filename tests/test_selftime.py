@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchkit.selftime import BadEvent, Op, Step, Totals, totals
+from patchkit.traces.selftime import BadEvent, Op, Step, Totals, totals
 
 
 def reference(events):
@@ -102,7 +102,7 @@ def test_a_thread_is_kept_as_a_few_sorted_runs_of_20_bytes_an_event():
 
 
 def test_past_the_bound_on_events_held_it_is_an_error_not_a_machine_out_of_memory(monkeypatch):
-    import patchkit.selftime as selftime
+    import patchkit.traces.selftime as selftime
 
     monkeypatch.setattr(selftime, "MAX_HELD", 1000)
     with pytest.raises(BadEvent, match="more than 1,000 complete events"):

@@ -11,8 +11,8 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.summary import summarise
+from patchkit.cli.main import main
+from patchkit.traces.summary import summarise
 
 from conftest import snapshot
 from fake_tools import torch_trace
@@ -129,7 +129,7 @@ def test_help_imports_none_of_the_analysis_libraries(tmp_path):
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()
                 if line.startswith("import time:")}
     assert not imported & {"torch", "libcst", "git", "ray", "matplotlib", "csv", "gzip"}
-    assert "patchkit.summary" not in done.stderr and "patchkit.traceread" not in done.stderr
+    assert "patchkit.traces.summary" not in done.stderr and "patchkit.traces.read" not in done.stderr
 
 
 def test_a_manifest_from_a_newer_patchkit_stops_summary_and_no_plot_is_written(run, tmp_path):

@@ -16,9 +16,11 @@ import time
 
 import pytest
 
-from patchkit import api, marks, planning
-from patchkit.errors import LockedError
-from patchkit.targetfile import Changed, atomic_write, locked, write_source
+from patchkit.engine import marks
+from patchkit.state import planning
+from patchkit import api
+from patchkit.core.errors import LockedError
+from patchkit.state.targetfile import Changed, atomic_write, locked, write_source
 
 from conftest import snapshot
 
@@ -61,7 +63,7 @@ def test_a_line_appended_while_apply_plans_is_kept(tree, monkeypatch):
                 handle.write("USER_LINE = 1\n")
         return p
 
-    monkeypatch.setattr("patchkit.transaction.plan", plan_then_user_appends)
+    monkeypatch.setattr("patchkit.state.transaction.plan", plan_then_user_appends)
     [outcome] = api.apply(api.load("verl-fsdp-update"), str(root))
     assert outcome.state.written and len(calls) == 2
     text = target.read_text(encoding="utf-8")
@@ -82,7 +84,7 @@ def test_a_file_that_keeps_changing_is_refused_after_three_plans(tree, monkeypat
             handle.write("# another line\n")
         return p
 
-    monkeypatch.setattr("patchkit.transaction.plan", plan_then_user_appends)
+    monkeypatch.setattr("patchkit.state.transaction.plan", plan_then_user_appends)
     with pytest.raises(Changed):
         api.apply(api.load("verl-fsdp-update"), str(root))
     assert "patchkit" not in target.read_text(encoding="utf-8")
@@ -114,7 +116,7 @@ def test_the_lock_waits_for_its_holder_and_a_killed_holder_releases_it(tmp_path,
     path.write_bytes(b"x = 1\n")
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from patchkit.targetfile import locked
+        from patchkit.state.targetfile import locked
         with locked({str(path)!r}):
             print("held", flush=True)
             time.sleep(60)

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from patchkit import api
-from patchkit.errors import TargetError
-from patchkit.model import Target
-from patchkit.targets import check_version, locate
+from patchkit.core.errors import TargetError
+from patchkit.core.model import Target
+from patchkit.state.targets import check_version, locate
 
 DP = "verl/workers/actor/dp_actor.py"
 

@@ -8,11 +8,12 @@ import shutil
 
 import pytest
 
-from patchkit import api, transaction
-from patchkit.errors import LedgerError, PatchkitError, TargetError
-from patchkit.ledger import Ledger
-from patchkit.outcome import Outcome
-from patchkit.recipe import load
+from patchkit.state import transaction
+from patchkit import api
+from patchkit.core.errors import LedgerError, PatchkitError, TargetError
+from patchkit.state.ledger import Ledger
+from patchkit.core.outcome import Outcome
+from patchkit.recipe.load import load
 
 from conftest import snapshot
 
@@ -184,7 +185,7 @@ def test_status_and_revert_under_root_see_what_apply_did_through_a_symlink(tree,
     """--root names the folder apply was given; the ledger keeps the resolved file: both must meet."""
     from click.testing import CliRunner
 
-    from patchkit.cli import main
+    from patchkit.cli.main import main
 
     real = tree("verl-0.6")
     original = (real / DP).read_bytes()

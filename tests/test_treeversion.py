@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model import Target
-from patchkit.targets import locate
-from patchkit.treeversion import declared, next_dev, read, uses_scm
+from patchkit.core.model import Target
+from patchkit.state.targets import locate
+from patchkit.state.treeversion import declared, next_dev, read, uses_scm
 
 
 def write(root: Path, files: dict) -> Path:

@@ -1,4 +1,4 @@
-"""patchkit.versions: packaging's PEP 440, read as release lines (covers), and the range check's messages."""
+"""patchkit.recipe.versions: packaging's PEP 440, read as release lines (covers), and the range check's messages."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from patchkit.versions import check, covers, has_upper_bound
+from patchkit.recipe.versions import check, covers, has_upper_bound
 
 # -- covers: what a recipe's range means -------------------------------------
 
@@ -118,10 +118,10 @@ def _imported(tmp_path, *args):
 def test_the_start_up_commands_do_not_import_packaging(command, tmp_path):
     """packaging.specifiers costs about a third of start-up: only commands that match versions import it."""
     imported = _imported(tmp_path, command)
-    assert not [m for m in imported if m.split(".")[0] == "packaging" or m == "patchkit.versions"], command
+    assert not [m for m in imported if m.split(".")[0] == "packaging" or m == "patchkit.recipe.versions"], command
 
 
 def test_loading_a_recipe_checks_its_range_with_packaging(tmp_path):
     """The other side of the test above: the listing shows packaging once a recipe's range is read."""
     imported = _imported(tmp_path, "show", "vllm-ascend-decode")
-    assert "patchkit.versions" in imported and "packaging.specifiers" in imported
+    assert "patchkit.recipe.versions" in imported and "packaging.specifiers" in imported

@@ -1,4 +1,4 @@
-"""patchkit.vocabulary: one table, and everything that knows the words reads it."""
+"""patchkit.core.vocabulary: one table, and everything that knows the words reads it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import sys
 
 import pytest
 
-from patchkit import backends, model, vocabulary
-from patchkit.errors import OverrideError
-from patchkit.recipe import load, load_recipe
-from patchkit.vocabulary import SETTING, SETTINGS, problem
+from patchkit.runtime import backends
+from patchkit.core import model
+from patchkit.core import vocabulary
+from patchkit.core.errors import OverrideError
+from patchkit.recipe.load import load, load_recipe
+from patchkit.core.vocabulary import SETTING, SETTINGS, problem
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.key for s in SETTINGS])
@@ -80,7 +82,7 @@ def test_an_unknown_override_lists_exactly_the_table_keys_and_options():
 
 
 def test_every_kind_of_point_allows_only_actions_of_the_table():
-    from patchkit import points
+    from patchkit.engine import points
 
     assert vocabulary.DEFAULT_ACTION in vocabulary.ACTIONS
     for kind in points.KINDS.values():
@@ -88,9 +90,9 @@ def test_every_kind_of_point_allows_only_actions_of_the_table():
 
 
 def test_importing_it_imports_only_the_standard_library():
-    check = ("import sys, patchkit; before = set(sys.modules); import patchkit.vocabulary; "
+    check = ("import sys, patchkit; before = set(sys.modules); import patchkit.core.vocabulary; "
              "new = set(sys.modules) - before; "
              "ours = {m for m in new if m.startswith('patchkit')}; "
-             "assert ours == {'patchkit.vocabulary'}, ours; "
+             "assert ours == {'patchkit.core.vocabulary'}, ours; "
              "assert all(m.partition('.')[0] in sys.stdlib_module_names for m in new - ours), new")
     subprocess.run([sys.executable, "-c", check], check=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import RecipeError
-from patchkit.yamlpos import KEY, MAX_CHARS, load, shorten
+from patchkit.core.errors import RecipeError
+from patchkit.recipe.yamlpos import KEY, MAX_CHARS, load, shorten
 
 TEXT = """\
 id: r

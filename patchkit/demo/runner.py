@@ -40,8 +40,8 @@ def _steps_in(trace: str) -> list:
 
 
 def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
-    from .. import api
-    from ..ledger import Ledger
+    from patchkit import api
+    from patchkit.state.ledger import Ledger
 
     work = Path(tempfile.mkdtemp(prefix="patchkit-demo-"))
     site, traces = work / "site-packages", work / "traces"

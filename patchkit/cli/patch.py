@@ -1,0 +1,193 @@
+"""What diff, apply, revert and status say on this machine.  Patches and status go to stdout, the rest to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import click
+
+from patchkit.core.errors import PatchkitError
+
+say = partial(click.echo, err=True)
+
+
+def ledger():
+    """The ledger a command uses; anything it recovers from a crashed run is said on stderr."""
+    from patchkit.state.ledger import Ledger
+
+    class Said(Ledger):
+        def recover(self) -> None:
+            super().recover()
+            while self.recovered:
+                say(f"note: {self.recovered.pop(0)}")
+
+    return Said()
+
+
+def say_skipped(refusal: str) -> None:
+    """What --skip-version-check let through, said plainly (nothing when the version was in range anyway)."""
+    if refusal:
+        say(f"warning: version check skipped (--skip-version-check): {refusal}")
+
+
+def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], output: Optional[str],
+         stat: bool, skip_version: bool) -> None:
+    from patchkit import api
+    from patchkit.engine.diff import colour
+    from patchkit.engine.diff import stat as diffstat
+
+    s = api.load(recipe, overrides, backend)
+    try:
+        plan = api.plan(s, root, skip_version)
+    except PatchkitError:
+        if skip_version:  # the plan failed: still say what was let through
+            say_skipped(_refusal(s, root))
+        raise
+    say_skipped(plan.version_skipped)
+    text = plan.diff()
+    if stat:
+        click.echo(diffstat((f.diffpath, f.diff()) for f in plan.files if f.changes), nl=False)
+    elif output:
+        Path(output).write_text(text, encoding="utf-8", newline="")
+        say(f"wrote {output}")
+    elif text:
+        click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)
+    changed = sum(f.changes for f in plan.files)
+    for f in plan.files:
+        if f.work_tree is not None:
+            say(f"git: {f.diffpath} is " + (f"tracked in the git work tree {f.work_tree}" if f.tracked else
+                                             f"in the git work tree {f.work_tree} but not tracked there"))
+    say(f"{s.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
+        f"({s.recipe.target.distribution} {plan.installed.shown}, from {plan.installed.version_from})")
+    if changed:
+        say("apply the patch with `git apply` or `patch -p1` run in " + " and ".join(map(str, plan.patch_bases())))
+
+
+def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], allow_dirty: bool,
+          commit: bool, interactive: bool, skip_version: bool) -> None:
+    from patchkit import api
+    from patchkit.core.outcome import Outcome
+
+    s = api.load(recipe, overrides, backend)
+    plans = []
+
+    def planned(plan) -> None:  # said before anything is written (or asked with --interactive)
+        plans.append(plan)
+        say_skipped(plan.version_skipped)
+
+    try:
+        outcomes = api.apply(s, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
+                             skip_version_check=skip_version, review=review if interactive else None, planned=planned)
+    except PatchkitError:
+        if skip_version and not plans:  # the plan itself failed: still say what was let through
+            say_skipped(_refusal(s, root))
+        raise
+    for o in outcomes:
+        say(f"{o.label}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
+    say_git(outcomes)
+    if any(o.state is Outcome.NOT_WRITTEN for o in outcomes):
+        say(f"{s.id}: nothing written")
+        sys.exit(1)
+    changed = sum(o.state.written for o in outcomes)
+    installed = plans[0].installed
+    if changed:
+        from patchkit.state.environment import runtime_missing
+
+        missing = runtime_missing(installed.root)
+        if missing:
+            say(f"warning: {missing}")
+    own = api.own_dependency(s)
+    if own:
+        say(f"warning: {s.recipe.target.package} ({own}) is patchkit's own code or one of its dependencies: "
+            f"every patchkit command now runs the patched lines and profiles patchkit itself; "
+            f"`patchkit revert {s.id}` when done")
+    say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied "
+        f"({s.recipe.target.distribution} {installed.shown}, from {installed.version_from}); "
+        f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
+    for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
+        say(f"note: {note}")
+
+
+def _refusal(s, root: Optional[str]) -> str:
+    """The version check's refusal, or "" when the version is in range or the package is not found."""
+    from patchkit.state.targets import check_version, locate
+
+    try:
+        check_version(locate(s.recipe.target, root), s.recipe.target, s.id, s.recipe.path)
+    except PatchkitError as exc:
+        return exc.message
+    return ""
+
+
+def say_git(outcomes) -> None:
+    """Each distinct git note once (files of one checkout share them)."""
+    seen = set()
+    for o in outcomes:
+        if o.git and o.git not in seen:
+            seen.add(o.git)
+            say(f"git: {o.git}")
+
+
+def review(files) -> bool:
+    """apply --interactive: each file's diff, then y/n/q; any n or q means nothing is written."""
+    from patchkit.engine.diff import colour
+
+    declined: List[str] = []
+    for number, f in enumerate(files, 1):
+        text = f.diff()
+        click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)
+        answer = click.prompt(f"({number}/{len(files)}) write {f.diffpath}? [y,n,q]", err=True, show_choices=False,
+                              type=click.Choice(["y", "n", "q"], case_sensitive=False)).lower()
+        if answer == "q":
+            say("quit: nothing written")
+            return False
+        if answer == "n":
+            declined.append(f.diffpath)
+            if len(files) > 1 and number < len(files):
+                say("note: a recipe writes all its files or none, so nothing will be written; the remaining files follow")
+    if declined:
+        say(f"declined {', '.join(declined)}: nothing written")
+    return not declined
+
+
+def revert(recipes: Sequence[str], everything: bool, force: bool, root: Optional[str]) -> None:
+    from patchkit import api
+
+    outcomes = api.revert(recipes, everything, root, ledger=ledger(), force=force)
+    for o in outcomes:
+        say(f"{o.label}: {o.path} ({o.detail})")
+    say_git(outcomes)
+    say(f"{len(outcomes)} file(s) handled" if outcomes else "nothing was applied")
+
+
+def status(as_json: bool, root: Optional[str]) -> None:
+    from patchkit.state import status as state
+    from patchkit.state.ledger import home
+
+    rows = state.status(ledger=ledger(), root=root)
+    if as_json:
+        click.echo(json.dumps({"home": str(home()), "files": [st.to_json() for st in rows]}, indent=2))
+        return
+    if not rows:
+        click.echo("nothing applied")
+        return
+    for st in rows:
+        if st.interrupted:
+            click.echo(f"{st.state:10s}  {st.path}  [an earlier patchkit command stopped half-way through a change; "
+                       "the next `patchkit apply` or `patchkit revert` puts it back]")
+            continue
+        if st.record is None:
+            f = st.found
+            click.echo(f"{st.state:10s}  {', '.join(f.recipes)}  {f.path}  ({f.distribution} {f.version or '?'})  "
+                       f"[no record under {home()}: revert takes the marked lines out, without a backup]")
+            continue
+        recipes = ", ".join(sorted(st.record.recipes))
+        warn = "" if st.backup_ok else "  [backup missing or corrupted: revert takes the marked lines out]"
+        click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version}){warn}")
+        for rid, a in sorted(st.record.recipes.items()):
+            if a.git:
+                click.echo(f"{'':10s}  {rid}: committed {a.git['commit'][:10]} on {a.git['branch']} in {a.git['work_tree']}")

@@ -1,0 +1,151 @@
+"""What list, show, validate and test say: the recipes, what one resolves to, and whether they hold."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Optional, Sequence
+
+import click
+
+from patchkit.core.errors import PatchkitError
+
+say = partial(click.echo, err=True)
+
+
+def list_recipes(as_json: bool) -> None:
+    if as_json:
+        from patchkit.recipe.load import all_recipes
+
+        click.echo(json.dumps([_recipe_json(s) for s in all_recipes()], indent=2))
+        return
+    from patchkit.recipe.catalogue import entries
+
+    rows = [(e.id, f"{e.distribution} {e.versions or '(any)'}", _first_sentence(e.description)) for e in entries()]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for rid, package, description in rows:
+        click.echo(f"{rid.ljust(widths[0])}  {package.ljust(widths[1])}  {description}")
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ")[0].split(": ")[0]
+    return head if len(head) < 90 else head[:87] + "..."
+
+
+def _recipe_json(s) -> dict:
+    r = s.recipe
+    return {
+        "id": r.id, "description": r.description, "package": r.target.package,
+        "distribution": r.target.distribution, "versions": r.target.versions, "files": list(r.target.files),
+        "backend": r.backend, "options": {o.name: {"choices": list(o.choices), "default": o.default} for o in r.options},
+    }
+
+
+def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str]) -> None:
+    from patchkit.engine import codegen
+    from patchkit.recipe.load import load
+    from patchkit.core.vocabulary import SETTING
+
+    s = load(recipe, overrides, backend)
+    r = s.recipe
+    out = [f"{r.id}  ({r.path})", "", r.description, "",
+           f"target:   {r.target.distribution} {r.target.versions or '(any version)'}, import name {r.target.package}",
+           "files:    " + ", ".join(r.target.files), _patches(s, root), f"backend:  {r.backend}"]
+    for key, value in s.runtime_settings().items():
+        if key != "backend":
+            out.append(f"  {SETTING[key].key}: {_as_typed(value)}")
+    for o in r.options:
+        out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
+    out += ["", "inserted at the top of each patched module:"]
+    out += ["    " + line for line in codegen.header_lines(s)]
+    from patchkit.engine.points import describe
+
+    for p in s.active_points():
+        out.append(f"{describe(p)}:")
+        out += ["    " + line for line in codegen.shown(s, p)]
+    for note in r.notes:
+        out.append(f"note: {note}")
+    try:
+        from patchkit.runtime.backends import render
+
+        out += ["", f"profiler code the runtime builds ({r.backend}):", render(s.runtime_settings())]
+    except ImportError:
+        pass
+    launch = _launch(s)
+    if launch:
+        out += ["", f"run the job ({r.backend}):"] + ["    " + line for line in launch]
+    click.echo("\n".join(out))
+
+
+def _launch(s):
+    """What the backend says about starting the job under its tool (nsys: the options matching the window)."""
+    from patchkit.runtime.backends import get, normalize
+
+    launch = getattr(get(s.recipe.backend), "launch", None)
+    return launch(normalize(s.runtime_settings())) if launch else []
+
+
+def _as_typed(value) -> str:
+    """A setting as it is written in KEY=VALUE: true, [npu, cpu]."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
+def _patches(s, root: Optional[str]) -> str:
+    """show's line naming the file that diff/apply would change here, or why none is named.
+
+    Finding the package reads no file of it (``find_spec``); only when it is
+    there in a supported version are its candidate files parsed to pick one.
+    """
+    from patchkit.state.planning import files_to_patch
+
+    try:
+        installed, paths = files_to_patch(s, root)
+    except PatchkitError as exc:
+        where = f"{exc.where}: " if exc.where and exc.where.line is not None else ""
+        return f"patches:  no file shown: {where}{exc.message}" + (f"\n          hint: {exc.hint}" if exc.hint else "")
+    return (f"patches:  {', '.join(map(str, paths))}\n"
+            f"          ({s.recipe.target.distribution} {installed.shown or '(version unknown)'}, "
+            f"from {installed.version_from})")
+
+
+def validate(files: Sequence[str]) -> None:
+    from patchkit.recipe.load import load_recipe
+
+    bad = 0
+    for name in files:
+        try:
+            load_recipe(Path(name))
+        except PatchkitError as exc:
+            bad += 1
+            say(f"error: {exc.render()}")
+        else:
+            say(f"ok: {name}")
+    say(f"{len(files) - bad} valid, {bad} invalid")
+    if bad:
+        sys.exit(1)
+
+
+def test(recipes: Sequence[str]) -> None:
+    from patchkit.engine.examples import run_examples
+    from patchkit.recipe.load import all_recipes, load
+
+    settings = [load(r) for r in recipes] if recipes else all_recipes()
+    passed = failed = 0
+    for s in settings:
+        for outcome in run_examples(s):
+            if outcome.ok:
+                passed += 1
+                say(f"PASS {s.id}: {outcome.example.name}")
+            else:
+                failed += 1
+                where = outcome.example.where
+                say(f"FAIL {where}: {s.id}: {outcome.example.name}: {outcome.message}")
+    click.echo(f"{passed} passed, {failed} failed")
+    if failed:
+        sys.exit(1)

@@ -1,0 +1,54 @@
+"""What `patchkit run` says, and the hand-over to COMMAND (this process becomes it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from functools import partial
+from typing import List, Optional, Sequence, Tuple
+
+import click
+
+say = partial(click.echo, err=True)
+
+
+def split(args: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """KEY=VALUE overrides first, then COMMAND (click has taken the ``--`` between them away)."""
+    args = list(args)
+    if "--" in args:  # a second `--`, or one click left because an option came first
+        at = args.index("--")
+        return args[:at], args[at + 1:]
+    n = 0
+    while n < len(args) and "=" in args[n] and not args[n].startswith(("/", ".")):
+        n += 1
+    return args[:n], args[n:]
+
+
+def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], skip_version: bool,
+        print_env: bool) -> None:
+    from patchkit import api
+    from patchkit.hook.editfree import environment, prepare
+    from patchkit.recipe.load import read_text, recipe_path
+
+    overrides, command = split(args)
+    if not command and not print_env:
+        raise click.UsageError("give the command to run after --, e.g. patchkit run RECIPE -- python train.py")
+    settings = api.load(recipe, overrides, backend)
+    spec = prepare(settings, read_text(recipe_path(recipe)), root, skip_version)
+    for path in spec["already_applied"]:
+        say(f"note: {path} has the recipe's lines already (applied); run adds nothing to it")
+    env = environment(spec)
+    if print_env:
+        click.echo(json.dumps({"env_vars": {k: env[k] for k in ("PATCHKIT_RUN", "PYTHONPATH")}}, indent=2))
+        return
+    names = ", ".join(spec["modules"]) or "nothing"
+    say(f"{settings.id}: patching {names} in memory ({settings.recipe.target.distribution} {spec['version']}); "
+        f"traces go to {settings.recipe.profiler.save_path}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        say(f"error: cannot run {command[0]}: {exc.strerror}")
+        sys.exit(127)

@@ -1,0 +1,177 @@
+"""``patchkit traces`` and ``patchkit collect``: printing only (see patchkit.traces.captures, .collect, .gather)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Dict, List, Sequence
+
+import click
+
+FOLDERS_HELP = ("With no DIR: the save paths of the applied recipes (a relative save path is taken from the current "
+                "directory) and every save path the runtime listed in $PATCHKIT_HOME/captures.")
+RAY_HELP = "every alive node of this Ray cluster (or auto); DEST is written here"
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def size_text(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _rows(caps) -> List[List[str]]:
+    rows = [["RECIPE", "RANK", "ROLE", "STEPS", "SIZE", "NODE", "PATH"]]
+    for c in caps:
+        path = c.traces[0].path if c.traces else (c.manifest or c.folder)
+        more = f" (+{len(c.traces) - 1})" if len(c.traces) > 1 else ""
+        size = size_text(c.size) if c.traces else "-" if c.problem else f"({c.backend} report)"
+        rows.append([c.recipe or "?", "-" if c.rank is None else str(c.rank), c.role or "-", c.steps,
+                     size, c.node, path + more + ("  BROKEN (see below)" if c.problem else "")])
+    return rows
+
+
+def _table(rows: List[List[str]]) -> None:
+    from patchkit.core.printable import printable
+
+    rows = [[printable(cell) for cell in r] for r in rows]  # recipe, role, node, path: written by others
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1])
+
+
+def _problems(caps) -> None:
+    """Each broken capture as an error; exit 1 when there is one."""
+    broken = [c for c in caps if c.problem]
+    from patchkit.core.printable import printable
+
+    for c in broken:
+        click.echo(f"error: {printable(c.problem)}\n  hint: capture it again, or move it aside; `patchkit collect "
+                   "--skip-broken` collects the others", err=True)
+    if broken:
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("folders", nargs=-1, metavar="[DIR]...", type=click.Path(file_okay=False))
+@click.option("--ray", "ray_address", metavar="ADDRESS", help=RAY_HELP)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def traces(folders: Sequence[str], ray_address, as_json: bool) -> None:
+    """The captures under DIR: recipe, rank, role, steps, size, node, path; newest first.
+
+    A capture is one recording window of one process: the trace (a torch
+    *.pt.trace.json, a torch_npu *_ascend_pt folder) and the manifest the
+    runtime wrote beside it (in patchkit-manifests/).  Traces found without a
+    manifest are listed too, with what their name and content say.
+    """
+    folders = list(folders)
+    if ray_address:
+        from patchkit.cluster import gather
+
+        scans = gather.scan(ray_address, folders)
+        caps = gather.found(scans, folders)
+        if as_json:
+            click.echo(json.dumps({"nodes": [{"node_id": s.node_id, "ip": s.ip, "ok": s.ok, "message": s.message}
+                                             for s in scans], "captures": [c.to_json() for c in caps]}, indent=2))
+        else:
+            _table(_rows(caps))
+        for s in scans:
+            if not s.ok:
+                from patchkit.core.printable import printable
+
+                _say(printable(f"error: node {s.node}: {s.message}"))
+        _problems(caps)
+        if not all(s.ok for s in scans):
+            sys.exit(1)
+        return
+    from patchkit.traces.captures import search
+
+    caps = search(folders)
+    if as_json:
+        click.echo(json.dumps({"captures": [c.to_json() for c in caps]}, indent=2))
+    else:
+        _table(_rows(caps))
+    _problems(caps)
+
+
+traces.help = (traces.help or "") + "\n\n" + FOLDERS_HELP
+
+
+@click.command()
+@click.argument("dest", type=click.Path())
+@click.argument("folders", nargs=-1, metavar="[DIR]...", type=click.Path(file_okay=False))
+@click.option("--ray", "ray_address", metavar="ADDRESS", help=RAY_HELP)
+@click.option("--skip-broken", is_flag=True, help="collect the other captures when one is cut off or unreadable")
+def collect(dest: str, folders: Sequence[str], ray_address, skip_broken: bool) -> None:
+    """Copy every capture into DEST, one folder per recipe, laid out for the analysis tools.
+
+    \b
+    DEST/RECIPE[.ROLE]/rankR_*.pt.trace.json   torch traces (Holistic Trace Analysis, TensorBoard)
+    DEST/RECIPE[.ROLE]/*_ascend_pt/            npu captures (msprof-analyze cluster -d DEST/RECIPE)
+    DEST/RECIPE[.ROLE]/patchkit-manifests/     each capture's manifest, saying where it came from
+
+    Nothing is overwritten: DEST must be new, empty, or an earlier collect's
+    folder.  Each file is checked against the source's size and sha256 before
+    it gets its name.  Run the same command again after an interruption: it
+    copies what is missing and keeps what is complete.
+    """
+    folders = list(folders)
+    if ray_address:
+        from patchkit.cluster import gather
+
+        result, scans = gather.collect(ray_address, dest, folders, skip_broken=skip_broken)
+        for s in scans:
+            if not s.ok:
+                _say(f"warning: node {s.node} was not searched (--skip-broken): {s.message}")
+    else:
+        from patchkit.traces.collect import collect_here
+
+        result = collect_here(dest, folders, skip_broken=skip_broken)
+    _report(result)
+
+
+collect.help = (collect.help or "") + "\n\n" + FOLDERS_HELP
+
+
+def _report(result) -> None:
+    """What collect did; every name from a manifest or a node is shown with its control characters escaped."""
+    from patchkit.traces.collect import dest_path, group_of, shown
+
+    per: Dict[int, List] = {}
+    for f in result.files:
+        per.setdefault(f.capture, []).append(f)
+    copied = [f for f in result.files if f.state == "copied"]
+    for index, cap in enumerate(result.captures):
+        files = per.get(index, [])
+        state = "copied" if any(f.state == "copied" for f in files) else "already there" if files else "manifest"
+        rank = "-" if cap.rank is None else shown(cap.rank, 40)
+        for t in cap.traces:
+            into = dest_path(result.dest, cap, t.name)
+            role = " " + shown(cap.role, 200) if cap.role else ""
+            click.echo(f"{state}: {shown(cap.recipe or '?', 200)} rank {rank}{role} "
+                       f"steps {shown(cap.steps, 80)}: {shown(cap.node)}:{shown(t.path)} -> {into} "
+                       f"({size_text(t.size)})")
+        if not cap.traces:
+            click.echo(f"{state}: {shown(cap.recipe, 200)} rank {rank} steps {shown(cap.steps, 80)}: {shown(cap.node)}:"
+                       f"{shown(cap.manifest)} (the {shown(cap.backend)} report itself is where {shown(cap.backend)} "
+                       "wrote it)")
+    for cap in result.skipped:
+        _say(f"skipped (--skip-broken): {shown(cap.problem, 2000)}")
+    for note in result.notes:
+        _say(f"note: {shown(note, 2000)}")
+    _say(f"{len(copied)} file(s) copied ({size_text(sum(f.size for f in copied))}), "
+         f"{len(result.files) - len(copied)} already there; {len(result.captures)} capture(s) in {result.dest}")
+    for group in result.groups:
+        folder = os.path.join(result.dest, group)
+        kinds = {t.kind for c in result.captures if group_of(c) == group for t in c.traces}
+        if "folder" in kinds:
+            _say(f"{folder}: `msprof-analyze cluster -d {folder}` (after `patchkit analyse` if analysis was off)")
+        if "file" in kinds:
+            _say(f"{folder}: Holistic Trace Analysis `TraceAnalysis(trace_dir=\"{folder}\")`, "
+                 f"or `tensorboard --logdir {folder}`")

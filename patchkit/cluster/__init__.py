@@ -1,0 +1,5 @@
+"""Ray: the same command on every alive node.
+
+- :mod:`.ray`: runs an operation on every node and gathers the results; :mod:`.node`: what runs on each node.
+- :mod:`.gather`: ``traces`` and ``collect`` across nodes; :mod:`.capture`: ``capture --ray``.
+"""

@@ -1,0 +1,10 @@
+"""The data and the safe file access every layer uses; imports nothing else of patchkit.
+
+- :mod:`.errors`: the error hierarchy, each error located (file, line, column) and rendered with a hint.
+- :mod:`.vocabulary`: every profiler and schedule setting with its type, values and default; positions, actions.
+- :mod:`.model`: ``Recipe``, ``Point``, ``Settings``: what a recipe says, validated.
+- :mod:`.outcome`: ``Outcome``, ``Status`` and the words patchkit prints for them.
+- :mod:`.private`: the state folder ($PATCHKIT_HOME), created and checked private (owner, mode, no links).
+- :mod:`.confined`: reading inside a folder: no link followed, no path out, sizes bounded.
+- :mod:`.printable`: text from others' files, escaped for the terminal.
+"""

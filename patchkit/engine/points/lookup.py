@@ -1,0 +1,133 @@
+"""The function a point names: ``class:`` + ``method:``, or ``function:``, maybe with ``nested:``.
+
+Classes and functions are looked up among the module's top-level
+statements only, methods among the statements of the class body, and a
+nested function in the blocks of its function (not inside another def or
+class).  A name that is not there gives a reason, the line to show, and a
+hint with the closest names (or the other spelling of the point, when the
+name is a method where a function was named, or the other way round).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from patchkit.engine.points import Positions
+
+
+class Missing(Exception):
+    def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None, hint: str = ""):
+        super().__init__(reason)
+        self.reason, self.line, self.col, self.hint = reason, line, col, hint
+
+
+def _name(node: cst.CSTNode) -> str:
+    return node.name.value
+
+
+def _defs(body: Sequence[cst.CSTNode]) -> List[cst.FunctionDef]:
+    return [n for n in body if isinstance(n, cst.FunctionDef)]
+
+
+def _members(cls: cst.ClassDef) -> Sequence[cst.CSTNode]:
+    return cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+
+
+def find_function(module: cst.Module, cls: Optional[str], method: str, nested: Optional[str],
+                  positions: Positions) -> Tuple[cst.FunctionDef, Tuple[cst.CSTNode, ...]]:
+    """The function, and the definitions on the way to it from the module (the class, the method)."""
+    if cls is None:
+        func = _function(module, method, positions)
+        holders: Tuple[cst.CSTNode, ...] = (func,)
+    else:
+        owner = _class(module, cls, positions)
+        func = _method(module, owner, method, positions)
+        holders = (owner, func)
+    if nested:
+        func = _nested(func, nested, method if cls is None else f"{cls}.{method}", positions)
+    return func, holders
+
+
+def _function(module: cst.Module, name: str, positions: Positions) -> cst.FunctionDef:
+    top = _defs(module.body)
+    funcs = [f for f in top if _name(f) == name]
+    if not funcs:
+        owners = [_name(c) for c in module.body if isinstance(c, cst.ClassDef)
+                  and any(_name(f) == name for f in _defs(_members(c)))]
+        hint = (f"{name} is a method of class {owners[0]} here: write `class: {owners[0]}` and `method: {name}` "
+                "instead of `function:`" if owners else _did_you_mean("function", name, top))
+        raise Missing(f"no function {name} at the top level of the file", hint=hint)
+    if len(funcs) > 1:
+        raise Missing(f"the file defines {name} {len(funcs)} times at the top level, at lines "
+                      + ", ".join(str(positions.line(f)) for f in funcs), positions.line(funcs[1]))
+    return funcs[0]
+
+
+def _class(module: cst.Module, name: str, positions: Positions) -> cst.ClassDef:
+    classes = [n for n in module.body if isinstance(n, cst.ClassDef)]
+    named = [c for c in classes if _name(c) == name]
+    if not named:
+        raise Missing(f"no class {name} at the top level of the file", hint=_did_you_mean("class", name, classes))
+    if len(named) > 1:
+        raise Missing(f"found {len(named)} classes named {name}, at lines "
+                      + ", ".join(str(positions.line(c)) for c in named), positions.line(named[1]))
+    return named[0]
+
+
+def _method(module: cst.Module, owner: cst.ClassDef, name: str, positions: Positions) -> cst.FunctionDef:
+    methods = _defs(_members(owner))
+    funcs = [f for f in methods if _name(f) == name]
+    cls = _name(owner)
+    if not funcs:
+        hint = (f"{name} is a module-level function here: write `function: {name}` instead of `class:` and `method:`"
+                if any(_name(f) == name for f in _defs(module.body)) else _did_you_mean("method", name, methods))
+        start = positions.start(owner)
+        raise Missing(f"class {cls} has no method {name}", start.line, start.column + 1, hint)
+    if len(funcs) > 1:
+        raise Missing(f"class {cls} defines {name} {len(funcs)} times, at lines "
+                      + ", ".join(str(positions.line(f)) for f in funcs), positions.line(funcs[1]))
+    return funcs[0]
+
+
+class _NestedDefs(cst.CSTVisitor):
+    """The functions defined in a function's blocks, at any depth, but not inside another def or class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: List[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.found.append(node)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        return False  # no def in there
+
+
+def _nested(func: cst.FunctionDef, name: str, where: str, positions: Positions) -> cst.FunctionDef:
+    defs = _NestedDefs()
+    func.body.visit(defs)
+    found = [f for f in defs.found if _name(f) == name]
+    if not found:
+        raise Missing(f"{where} defines no nested function {name}", positions.line(func),
+                      hint=_did_you_mean("nested", name, defs.found))
+    if len(found) > 1:
+        raise Missing(f"{where} defines {name} {len(found)} times, at lines "
+                      + ", ".join(str(positions.line(f)) for f in found), positions.line(found[1]))
+    return found[0]
+
+
+def _did_you_mean(key: str, name: str, nodes: Sequence[cst.CSTNode]) -> str:
+    """``did you mean `key: closest`?`` among the names of ``nodes``, or "" when none is close."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, sorted({_name(n) for n in nodes}), n=3)
+    if not close:
+        return ""
+    more = f" (or {' or '.join(close[1:])})" if close[1:] else ""
+    return f"did you mean `{key}: {close[0]}`{more}? correct the name in the recipe's point"

@@ -1,0 +1,7 @@
+"""Profiling with no file edited (``patchkit run``): an import hook that compiles the patched text instead.
+
+- :mod:`.editfree`: the parent's side: plan every file, fill the cache, the child's environment.
+- :mod:`.importhook`, :mod:`.runcache`: the job's side: the cached text, checked against its hash,
+  compiled under the file's own name.
+- ``_run/sitecustomize.py``: what ``PYTHONPATH`` brings into every Python the job starts.
+"""

@@ -1,0 +1,115 @@
+"""torch backend: ``torch.profiler.profile`` on CPU, plus CUDA when there is one.
+
+contents: ``cpu`` is always recorded (the step markers live there); ``npu``
+(device data) adds CUDA when ``torch.cuda.is_available()``; ``memory``,
+``shapes``, ``stack``, ``module`` map to ``profile_memory``,
+``record_shapes``, ``with_stack``, ``with_modules``.  Traces are Chrome
+trace JSON files named as ``tensorboard_trace_handler(save_path)`` names them,
+``<host>_<pid>[_<role>].<ns>.pt.trace.json``, written by ``export_chrome_trace``
+under a temporary name and renamed only once they are whole: torch does not
+report a write that failed (a full disk, a quota, a file size limit), and a
+trace cut short must never look like a capture.  A trace that could not be
+written is noted in ``failed_traces`` (which the runtime reads), and the
+temporary files are removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping
+
+from patchkit.core.vocabulary import DEFAULTS, NPU_ONLY, PERIODIC
+from patchkit.runtime.backends.program import call
+from patchkit.runtime.backends.registry import Plan, role_of
+from patchkit.runtime.backends.schedule import steps_function
+
+STATIC_FEATURES: Dict[str, Any] = {"version": None}
+
+UNUSED = ("level", "export_type", "analysis", "mstx") + NPU_ONLY
+
+
+def probe() -> Dict[str, Any]:
+    import torch  # noqa: F401  (the real torch; absolute import)
+    import torch.profiler
+
+    return {"version": torch.__version__}
+
+
+def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
+    contents = s["contents"]
+    role = role_of(key)
+    create = ["import os", "import re", "import socket", "import time", "", "import torch", "",
+              "activities = [torch.profiler.ProfilerActivity.CPU]"]
+    if "npu" in contents:
+        create += ["if torch.cuda.is_available():", "    activities.append(torch.profiler.ProfilerActivity.CUDA)"]
+    create += ["", *_handler(s["save_path"], role)]
+    if s["steps"]:  # exactly these steps: a schedule function
+        create += ["", *steps_function("torch.profiler.ProfilerAction", s["steps"])]
+        schedule = "schedule"
+    else:
+        schedule = "torch.profiler.schedule(" + ", ".join(f"{k}={int(s[k])!r}" for k in PERIODIC) + ")"
+    create += call("prof = torch.profiler.profile", [
+        "activities=activities",
+        f"schedule={schedule}",
+        "on_trace_ready=on_trace_ready",
+        f"record_shapes={'shapes' in contents!r}",
+        f"profile_memory={'memory' in contents!r}",
+        f"with_stack={'stack' in contents!r}",
+        f"with_modules={'module' in contents!r}",
+        *(["with_flops=True"] if "flops" in contents else []),
+    ])
+    notes = []
+    unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != DEFAULTS[k]]
+    if unused:
+        notes.append("torch.profiler has no equivalent of " + ", ".join(unused) + "; not used")
+    return Plan(
+        sections={
+            "create": "\n".join(create) + "\n",
+            "begin": "prof.start()\n",
+            "advance": "prof.step()\n",
+            "end": "prof.stop()\n",
+            "range_open": "handle = torch.autograd.profiler.record_function(name)\nhandle.__enter__()\n",
+            "range_close": "handle.__exit__(None, None, None)\n",
+            "mark": "with torch.autograd.profiler.record_function(name):\n    pass\n",
+        },
+        trace_dir=s["save_path"],
+        notes=tuple(notes),
+    )
+
+
+# the end of a whole trace: its last event and traceEvents list closed, then (newer torch) its traceName, then itself
+WHOLE = r'[}\[]\s*\]\s*(,\s*"traceName"\s*:\s*"([^"\\]|\\.)*"\s*)?\}\s*\Z'
+CUT = "the disk is full, or a quota or file size limit was hit"
+
+
+def _handler(save_path: str, role: str) -> List[str]:
+    """``on_trace_ready``: tensorboard_trace_handler's file, given its name only once it is written whole."""
+    worker = "socket.gethostname() + '_' + str(os.getpid())" + (f" + {('_' + role)!r}" if role else "")
+    return [
+        "failed_traces = []  # (trace, why) of each trace not written whole; nothing is left under its name",
+        "",
+        "",
+        "def on_trace_ready(prof):",
+        "    # tensorboard_trace_handler's file name, given to the trace only once it is written whole",
+        f"    name = {worker} + '.' + str(time.time_ns()) + '.pt.trace.json'",
+        f"    trace = os.path.join({save_path!r}, name)",
+        "    part = trace + '.part'  # torch writes part + '.tmp', renamed to part unless it saw an error",
+        "    try:",
+        f"        os.makedirs({save_path!r}, exist_ok=True)",
+        "        prof.export_chrome_trace(part)",
+        "        if not os.path.exists(part):",
+        f"            raise OSError({'torch stopped writing it: ' + CUT!r})",
+        "        with open(part, 'rb') as f:",
+        "            f.seek(max(0, os.path.getsize(part) - 4096))",
+        f"            if not re.search(rb'{WHOLE}', f.read()):",
+        f"                raise OSError({'torch wrote only part of it: ' + CUT!r})",
+        "            os.fsync(f.fileno())",
+        "        os.rename(part, trace)",
+        "    except Exception as exc:",
+        "        failed_traces.append((trace, type(exc).__name__ + ': ' + str(exc)))",
+        "    finally:",
+        "        for left in (part, part + '.tmp'):",
+        "            if os.path.lexists(left):",
+        "                os.unlink(left)",
+        "",
+        "",
+    ]

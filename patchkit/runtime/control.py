@@ -1,0 +1,199 @@
+"""The full path of :mod:`patchkit.runtime`: starting a key's capture, steps at schedule events, process exit.
+
+Everything here runs under the registry's lock.  Whether a key may start is
+decided here: its recipe was configured and not refused, its settings are
+valid, this rank and its replica are listed, no other capture (ours or a foreign profiler) is
+running.  Standard library only; the backend imports torch / torch_npu when a
+capture is built.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+
+from patchkit.runtime.capture import Capture
+from patchkit.runtime.registry import captures, checked, fail, finished, lock, once, quick, refused, say, settings, state, strict
+
+__all__ = ["call", "bad_key", "at_exit"]
+
+
+def bad_key(key):
+    """A key that is neither a str nor None: said once per type (strict mode: raise)."""
+    once(("bad-key", type(key).__name__), f"capture key {key!r} is not a string; ignored")
+    if strict():
+        raise TypeError(f"patchkit capture key must be a str or None, not {type(key).__name__}")
+
+
+def call(key, stepping):
+    """``start(key)`` (``stepping`` False) or ``step(key)`` when the per-step path cannot serve it."""
+    if not isinstance(key, str):
+        return bad_key(key)
+    with lock:
+        if key in finished:
+            return
+        cap = captures.get(key)
+        if cap is None:
+            try:
+                try_start(key)
+            except Exception as exc:
+                fail(key, "could not start the profiler", exc)
+            return
+        if not stepping:
+            return
+        if cap.thread != threading.get_ident():
+            once((key, "thread"), f"{key}: step from thread {threading.current_thread().name} ignored; the "
+                 f"capture belongs to thread {cap.thread_name}, where it was started (a profiler is driven "
+                 "by the thread that started it)")
+            return
+        try:
+            cap.advance()
+        except Exception as exc:
+            fail(key, f"the profiler failed at step {cap.n}", exc)
+
+
+def rank():
+    """This process's rank: torch.distributed's when it is initialised, else $RANK, else 0."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None:
+        try:
+            if dist.is_available() and dist.is_initialized():
+                return int(dist.get_rank())
+        except Exception:
+            pass
+    try:
+        return int(os.environ.get("RANK", "0") or 0)
+    except ValueError:
+        return 0
+
+
+REPLICA_ENV = "VERL_REPLICA_RANK"  # verl >= 0.8: vLLMHttpServer sets it for the vLLM processes of its replica
+
+
+def replica(size):
+    """This process's Agent Loop replica and how it was read, or (None, why it cannot be).
+
+    1. $VERL_REPLICA_RANK, which verl 0.8 and later set in each vLLM / vLLM-Ascend server process (the
+       vLLM worker processes it spawns inherit it).
+    2. Else ``$RANK // size``, ``size`` being the processes of one replica (rollout tp*dp*pp): where vLLM's
+       or SGLang's worker runs inside a verl worker process (verl 0.4 to 0.6), $RANK is verl's global rank and
+       verl places replica r on ranks r*size to (r+1)*size-1.  Only $RANK, never torch.distributed's rank:
+       inside an engine's own processes that is the rank within one replica, the same in every replica.
+    3. Else unknown (verl 0.7 vLLM servers, SGLang servers from verl 0.6): no capture.
+    """
+    text = os.environ.get(REPLICA_ENV, "").strip()
+    if text:
+        value = int(text) if text.isdigit() else None
+        return (value, f"${REPLICA_ENV}") if value is not None else (
+            None, f"${REPLICA_ENV}={text!r} is not a replica index")
+    if not size:
+        return None, (f"${REPLICA_ENV} is not set in this process: set profiler.replica_size to the rollout's "
+                      "tp*dp*pp to read the replica from $RANK (verl 0.4 to 0.6)")
+    rank_text = os.environ.get("RANK", "").strip()
+    if not rank_text.isdigit():
+        return None, (f"neither ${REPLICA_ENV} nor $RANK is set in this process (an inference engine's own "
+                      "process, outside verl's workers): its replica cannot be told")
+    return int(rank_text) // size, f"$RANK {rank_text} // profiler.replica_size {size}"
+
+
+def foreign_profiler():
+    """A name for a profiler running in this process that is not ours, or None."""
+    ap = sys.modules.get("torch.autograd.profiler")
+    if ap is not None and getattr(ap, "_is_profiler_enabled", False):
+        return "torch.profiler"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch._C._autograd._profiler_enabled():
+                return "torch.autograd.profiler"
+        except Exception:
+            pass
+    return None
+
+
+def try_start(key):
+    """Create and begin ``key``'s capture if it may start now; mark it finished if it never may."""
+    recipe = key.partition("/")[0]
+    if recipe in refused:
+        finished.add(key)
+        once((key, "refused"), f"{key}: not starting: {refused[recipe]}")
+        return
+    given = settings.get(recipe)
+    if given is None:
+        raise LookupError(f"no configure({recipe!r}, ...) ran in this process (is the patched module imported?)")
+    from patchkit.runtime import backends
+
+    seen = checked.get(key)
+    if seen is not None and seen[0] is given:
+        s, here = seen[1], seen[2]  # a retry: validated already
+    else:
+        problems = backends.validate(given)
+        if problems:
+            raise ValueError("; ".join(problems))
+        s = backends.normalize(given)
+        here = rank()
+        if s["ranks"] != "all" and here not in s["ranks"]:
+            finished.add(key)  # not this rank: no profiler, no files
+            return
+        if s["replicas"] != "all":
+            mine, how = replica(s["replica_size"])
+            if mine is None:
+                finished.add(key)
+                once((key, "replica"), f"{key}: not starting: profiler.replicas is set, but {how}")
+                return
+            if mine not in s["replicas"]:
+                finished.add(key)  # not a listed replica: no profiler, no files
+                return
+        checked[key] = (given, s, here)
+    if s["trigger"] == "manual":  # only the windows `patchkit capture` asks for (see patchkit.runtime.ondemand)
+        from patchkit.runtime import ondemand
+
+        if key not in ondemand.pending:
+            ondemand.park(key, here)  # waiting costs a step what a finished key costs
+            return
+    active = state["active"]
+    if active is not None:
+        once((key, "busy"), f"{key}: not starting while {active} is capturing (one profiler per process); "
+             "will start at a later call once it is over")
+        return
+    other = foreign_profiler()
+    if other is not None:
+        once((key, "foreign"), f"{key}: another profiler ({other}) is already running in this process; "
+             "not starting, will try again at later calls")
+        return
+    answer = None
+    if s["trigger"] == "manual":
+        asked = ondemand.take(key)
+        s = dict(s, trigger="schedule", steps=tuple(range(asked[1])))
+        answer = ondemand.answerer(key, asked[0])
+    elif s["repeat"] == 0:
+        say(f"{key}: schedule.repeat=0 records a window every {s['wait'] + s['warmup'] + s['active']} steps "
+            "until the process exits: the data grows without bound")
+    cap = Capture(key, s, here)
+    cap.answer = answer
+    captures[key] = cap
+    state["active"] = key
+    cap.program = backends.build(s, key)  # imports torch / torch_npu
+    if not state["atexit"]:
+        state["atexit"] = True
+        atexit.register(at_exit)
+    quick[key] = cap.quick_step
+    cap.begin()
+
+
+def at_exit():
+    """Flush every window still open (registered with atexit when the first capture starts)."""
+    with lock:
+        for key, cap in list(captures.items()):
+            try:
+                if cap.thread != threading.get_ident():
+                    cap.abandon()  # torch may crash when a profiler is stopped from a thread other than its own
+                else:
+                    cap.finish("process exit")
+            except Exception as exc:
+                try:
+                    fail(key, "flushing at exit failed", exc)
+                except Exception:
+                    pass

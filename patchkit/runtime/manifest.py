@@ -1,0 +1,318 @@
+"""The manifest: a small JSON record patchkit writes next to each capture.
+
+When a capture window closes (or a window is cut short at process exit),
+:mod:`patchkit.runtime` calls :func:`record_window`, which writes::
+
+    <save_path>/patchkit-manifests/<capture name>.json
+
+``<capture name>`` is the trace's own name without its ``.pt.trace.json``
+ending (torch), the ``*_ascend_pt`` folder's name (npu), or
+``<recipe>[.<role>]_<host>_<pid>_steps<first>-<last>`` when the profiler
+writes its report itself (nsys).  The manifests sit in a folder of their
+own, not beside the traces in the same folder, because Holistic Trace
+Analysis reads every ``*.json`` of a trace folder as a trace.
+
+The record holds: ``format`` (this module's :data:`FORMAT`; a reader refuses a
+newer one), the recipe, capture key and role, backend, rank, host, pid, the
+steps recorded (patchkit's own step index, as the recipe counts), the window's
+start and end time, whether it was cut short, the traces (names relative to
+the save path, with their sizes), the absolute save path, patchkit's version
+and the settings used.  ``error`` says why a trace was not written whole (a
+full disk, a quota; "" when none), as does that trace's entry: such a trace
+is missing or cut off, so a reader that knows no ``error`` still finds the
+capture broken (``FORMAT`` stays 1).
+
+The runtime then appends the save path, once per process, to
+``$PATCHKIT_HOME/captures`` (:func:`note_folder`) so that ``patchkit traces``
+finds captures written from any working directory, and after the recipe is
+reverted.
+
+Standard library only: this runs inside the training process.  Writes are
+atomic (a temporary file in the same folder, then a rename that never
+replaces an existing file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+FORMAT = 1  # bump when a reader of format 1 would misread a new manifest
+KIND = "patchkit-capture"
+FOLDER = "patchkit-manifests"  # inside the save path
+INDEX = "captures"  # under $PATCHKIT_HOME: one absolute save path per line
+LIMIT = 4 << 20  # bytes of a manifest read: patchkit writes a few KiB (settings, trace names)
+INDEX_LIMIT = 16 * 1024 * 1024  # bytes of the index read: some 100,000 save paths
+TRACE_ENDINGS = (".pt.trace.json.gz", ".pt.trace.json")  # torch.profiler.tensorboard_trace_handler
+ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
+
+_noted: set = set()  # save paths this process has put in the index
+
+
+def home() -> str:
+    """``$PATCHKIT_HOME`` (:func:`patchkit.core.private.home`, standard library only: this runs in the job)."""
+    from patchkit.core.private import home as state_home
+
+    return state_home()
+
+
+# ---------------------------------------------------------------- writing (in the job)
+
+
+def record_window(key: str, backend: str, rank: Any, settings: Mapping[str, Any], first: int, last: int,
+                  started: Optional[float], traces: Sequence[str], cut_short: str = "",
+                  failed: Sequence[Tuple[str, str]] = ()) -> str:
+    """Write the manifest of one closed window; returns its path.  May raise (the runtime says it in one line).
+    ``failed``: (trace, why) of each trace that was not written whole."""
+    from patchkit import __version__
+
+    save_path = os.path.abspath(str(settings.get("save_path") or "."))
+    entries = [_trace_entry(save_path, path) for path in traces]
+    entries += [_trace_entry(save_path, path, str(why) or "not written whole") for path, why in failed]
+    record = {
+        "format": FORMAT,
+        "kind": KIND,
+        "patchkit": __version__,
+        "recipe": key.partition("/")[0],
+        "key": key,
+        "role": key.partition("/")[2],
+        "backend": backend,
+        "rank": rank,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "steps": {"first": first, "last": last, "count": last - first + 1},
+        "start_time": _iso(started),
+        "end_time": _iso(time.time()),
+        "cut_short": cut_short,
+        "error": "; ".join(f"{e['name']}: {e['error']}" for e in entries if e.get("error")),
+        "save_path": save_path,
+        "traces": entries,
+        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
+    }
+    name = capture_name(entries[0]["name"]) if entries else \
+        _safe(f"{key.replace('/', '.')}_{record['host']}_{record['pid']}_steps{first}-{last}")
+    return write(os.path.join(save_path, FOLDER), name, record)
+
+
+def capture_name(trace_name: str) -> str:
+    """The manifest's name for a trace: its name without the ``.pt.trace.json[.gz]`` ending."""
+    for ending in TRACE_ENDINGS:
+        if trace_name.endswith(ending):
+            return trace_name[: -len(ending)]
+    return trace_name
+
+
+def write(folder: str, name: str, record: Mapping[str, Any]) -> str:
+    """``folder/name.json`` written atomically; an existing file is never replaced (``name-2.json`` then)."""
+    os.makedirs(folder, exist_ok=True)
+    data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=".patchkit-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        for n in range(1, 1000):
+            target = os.path.join(folder, f"{name}.json" if n == 1 else f"{name}-{n}.json")
+            try:
+                os.link(tmp, target)  # atomic, and fails where a file is already
+            except FileExistsError:
+                continue
+            return target
+        raise FileExistsError(f"{folder} holds 999 manifests named {name}")
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def note_folder(save_path: str) -> None:
+    """Append ``save_path`` to ``$PATCHKIT_HOME/captures`` once per process (one short O_APPEND write)."""
+    if save_path in _noted:
+        return
+    base = home()
+    os.makedirs(base, mode=0o700, exist_ok=True)  # private: see patchkit.core.private
+    fd = os.open(os.path.join(base, INDEX), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                 0o600)
+    try:
+        os.write(fd, (save_path + "\n").encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
+    _noted.add(save_path)
+
+
+def indexed_folders() -> List[str]:
+    """The save paths the index lists, each once, in the order first written.
+
+    The index is a state file: refused (:class:`patchkit.core.private.NotPrivate`) when another user owns or can write it.
+    """
+    from patchkit.core import private
+
+    if not private.check(home(), folder=True):
+        return []
+    data = private.read(os.path.join(home(), INDEX), INDEX_LIMIT)
+    lines = (data or b"").decode("utf-8", "surrogateescape").splitlines()
+    seen: Dict[str, None] = {}
+    for line in lines:
+        if line.startswith(os.sep):
+            seen.setdefault(line, None)
+    return list(seen)
+
+
+def _trace_entry(save_path: str, path: str, error: str = "") -> Dict[str, Any]:
+    full = os.path.abspath(path)
+    try:
+        size, files = measure(full)
+    except OSError:
+        if not error:
+            raise
+        size, files = 0, 0  # a failed trace its writer never gave its name
+    rel = os.path.relpath(full, save_path)
+    folder = os.path.isdir(full) or (error and full.endswith(ASCEND_ENDING))
+    entry = {"name": rel.replace(os.sep, "/"), "kind": "folder" if folder else "file", "size": size, "files": files}
+    if error:
+        entry["error"] = error
+    return entry
+
+
+def _iso(seconds: Optional[float]) -> Optional[str]:
+    if seconds is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(seconds)) + f".{int(seconds % 1 * 1000):03d}" + \
+        time.strftime("%z", time.localtime(seconds))
+
+
+def safe_name(name: str, limit: int = 200) -> str:
+    """``name`` as one harmless file name: only ``A-Za-z0-9._-`` (so no separator, control character or NUL),
+    no ``..``, never hidden or ``.``, at most ``limit`` characters (a longer one keeps its start and its ending,
+    joined by a hash of the whole name, so ``.pt.trace.json`` or ``_ascend_pt`` survives)."""
+    import hashlib
+
+    text = str(name)
+    safe = re.sub(r"[^A-Za-z0-9._-]|\.\.+", "_", text)  # no ".." anywhere, not even inside a name
+    safe = "_" + safe[1:] if safe.startswith(".") else safe or "_"
+    if len(safe) > limit:
+        tag = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        tail = min(80, limit // 3)
+        safe = f"{safe[: limit - tail - 14]}_{tag}_{safe[-tail:]}"
+    return safe
+
+
+_safe = safe_name
+
+
+# ---------------------------------------------------------------- reading (patchkit traces / collect)
+
+
+def measure(path: str) -> Tuple[int, int]:
+    """(bytes, files) of a trace file or folder; symbolic links are not followed."""
+    if not os.path.isdir(path):
+        return os.lstat(path).st_size, 1
+    size = files = 0
+    for top, _dirs, names in os.walk(path):
+        for n in names:
+            st = os.lstat(os.path.join(top, n))
+            size += st.st_size
+            files += 1
+    return size, files
+
+
+class Unreadable(Exception):
+    """Why a file cannot be used as a manifest; ``foreign``: it is readable JSON, just not a manifest."""
+
+    def __init__(self, reason: str, line: Optional[int] = None, col: Optional[int] = None, foreign: bool = False):
+        super().__init__(reason)
+        self.reason, self.line, self.col, self.foreign = reason, line, col, foreign
+
+
+def read(path: str) -> Dict[str, Any]:
+    """The manifest at ``path``, of a format this patchkit reads; :class:`Unreadable` says why not."""
+    from patchkit import __version__
+
+    from patchkit.core.confined import Refused, read_bounded
+
+    try:
+        raw = read_bounded(path, LIMIT)
+    except Refused as exc:
+        raise Unreadable(str(exc)) from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise Unreadable("the manifest is a symbolic link: never followed") from None
+        raise Unreadable(f"cannot read it: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"not a readable manifest (not UTF-8: {exc})") from None
+    except ValueError as exc:
+        how = "cut off" if raw and not raw.rstrip().endswith(b"}") else "bad JSON"
+        raise Unreadable(f"not a readable manifest ({how}: {getattr(exc, 'msg', exc)})",
+                         getattr(exc, "lineno", None), getattr(exc, "colno", None)) from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise Unreadable("not a patchkit capture manifest", foreign=True)
+    fmt = data.get("format")
+    if not isinstance(fmt, int) or fmt < 1:
+        raise Unreadable(f"format {fmt!r} is not a manifest format", 1)
+    if fmt > FORMAT:
+        raise Unreadable(f"written by patchkit {data.get('patchkit', '(a newer version)')} in manifest format {fmt}; "
+                         f"this patchkit ({__version__}) reads format {FORMAT} and older", 1)
+    return data
+
+
+def load(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
+    """(record, "") for a whole manifest this patchkit reads; (None, why not) otherwise."""
+    try:
+        data = read(path)
+    except Unreadable as exc:
+        return None, exc.reason
+    missing = [k for k in ("recipe", "key", "backend", "rank", "steps", "traces") if k not in data]
+    if missing:
+        return None, f"the manifest lacks {', '.join(missing)}"
+    return data, ""
+
+
+def check_trace(path: str, recorded_size: Optional[int] = None) -> str:
+    """Why the trace at ``path`` cannot be used as it is ("" when it looks whole)."""
+    if not os.path.lexists(path):
+        return "the trace is missing"
+    try:
+        size, _files = measure(path)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if os.path.isdir(path):
+        if recorded_size is not None and size < recorded_size:
+            return f"holds {size} bytes, {recorded_size} when it was written: files are missing"
+        return ""
+    if recorded_size is not None and size != recorded_size:
+        return f"is {size} bytes, {recorded_size} when it was written: cut off or changed since"
+    if path.endswith(".json") and _cut_short(path):
+        return "ends in the middle of its JSON data (the disk was full, or its writer or copy was interrupted)"
+    if path.endswith(".gz"):
+        return _gzip_problem(path)
+    return ""
+
+
+def _cut_short(path: str) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - 64))
+        tail = handle.read().rstrip()
+    return not tail.endswith((b"}", b"]"))
+
+
+def _gzip_problem(path: str) -> str:
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as handle:
+            while handle.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as exc:
+        return f"is not a whole gzip file ({exc})"
+    return ""

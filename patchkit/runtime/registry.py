@@ -1,0 +1,83 @@
+"""The process-wide state of :mod:`patchkit.runtime`, its messages and its failure handling.
+
+Every table here is created once and only ever mutated in place, so
+``patchkit.runtime`` and ``patchkit.runtime.capture`` share the same objects.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+# Keys that are done, or will never run in this process.  ``None`` is in it so
+# that step(None) ("not this time") takes the same one-lookup path.
+finished = {None}
+settings = {}  # recipe id -> settings given to configure()
+refused = {}  # recipe id -> why it must not start in this process
+captures = {}  # key -> Capture, created and not finished
+quick = {}  # key -> the capture's quick_step, for the per-step path of a running capture
+done = {}  # key -> Capture, finished (for report())
+said = set()  # (key, topic): lines printed once
+checked = {}  # key -> (settings, normalised settings, rank) of a start that had to wait
+lock = threading.RLock()
+state = {"active": None, "strict": False, "atexit": False}
+
+
+def clear():
+    """Forget every table (the caller holds :data:`lock`)."""
+    for table in (captures, quick, done, settings, refused, said, checked, finished):
+        table.clear()
+    finished.add(None)
+    state["active"] = None
+    state["strict"] = False
+
+
+def strict():
+    return state["strict"] or os.environ.get("PATCHKIT_STRICT", "") not in ("", "0")
+
+
+def say(msg):
+    try:
+        sys.stderr.write(f"[patchkit] {msg}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def once(topic, msg):
+    if topic not in said:
+        said.add(topic)
+        say(msg)
+
+
+def retire(key, cap):
+    """``key`` is finished for good: no capture runs for it, no later call does anything."""
+    with lock:
+        captures.pop(key, None)
+        quick.pop(key, None)
+        if cap is not None:
+            done[key] = cap
+        finished.add(key)
+        if state["active"] == key:
+            state["active"] = None
+
+
+def fail(key, what, exc):
+    """One line, the key finished, the job goes on (strict mode: raise)."""
+    with lock:
+        cap = captures.get(key)
+        if cap is not None:
+            cap.error = f"{what}: {type(exc).__name__}: {exc}"
+            cap.quiet_end()
+            if getattr(cap, "answer", None) is not None:  # a window `patchkit capture` waits for
+                try:
+                    cap.answer(error=cap.error)
+                except Exception:
+                    pass
+        retire(key, cap)
+    detail = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else type(exc).__name__
+    say(f"{key}: {what}: {detail}; not profiling {key} in this process, the job runs on")
+    if strict():
+        raise exc

@@ -1,0 +1,285 @@
+"""Capture on demand: the files through which `patchkit capture` asks running processes for a window.
+
+Under ``$PATCHKIT_HOME`` (each node its own)::
+
+    processes/<host>_<pid>_<key>.json       a patched process with a manual-trigger key, registered when the key
+                                            is first stepped: pid, host, recipe, key, role, rank, time
+    requests/<id>.json                      what `patchkit capture` asks: recipe, steps, ranks, role, time
+    answers/<id>/<host>_<pid>_<key>.json    what a process recorded for that request: steps, traces, error
+
+Every file is written whole (a temporary file, then a rename).  A request
+is taken only by processes registered before it was made, and each process
+takes each request once.  Standard library only: the patched process reads
+these from a daemon thread (:mod:`patchkit.runtime.ondemand`).
+
+Nothing read here is trusted (the job may run as root): a file is read only
+if plain (no link followed) and small (:data:`MAX_FILE_BYTES`); a request
+id is a plain name (:data:`ID_PATTERN`, no ``..``); steps are bounded by
+:data:`MAX_STEPS`; an answer is written only inside ``answers/``, its
+resolved path checked too.  What a process takes as a request: see
+:func:`patchkit.runtime.ondemand.requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import stat
+import tempfile
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+PROCESSES, REQUESTS, ANSWERS = "processes", "requests", "answers"
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole ids only (fullmatch), and no ".."
+# The most steps one request may ask for.  A torch / torch_npu profiler keeps every event of its window in the
+# job's memory until the window closes and the trace is written: a training step of a large model records tens
+# of thousands of operator and kernel events (far more with shapes, stacks or memory), some MB a step, so 1000
+# steps already means many GB of host memory and a trace no viewer opens (10 million steps took even the small
+# demo job to 8 GB in 45 s).  The captures people use hold 1 to 10 steps.
+MAX_STEPS = 1000
+MAX_FILE_BYTES = 64 * 1024  # a request, registration or answer is a few hundred bytes
+
+
+def valid_id(request_id: Any) -> bool:
+    """Whether ``request_id`` is a plain name, safe as a file and folder name under ``requests/`` and ``answers/``."""
+    return isinstance(request_id, str) and ID_PATTERN.fullmatch(request_id) is not None and ".." not in request_id
+
+
+def _plain_id(request_id: Any) -> str:
+    if not valid_id(request_id):
+        raise ValueError(f"{request_id!r} is not a plain request id")
+    return request_id
+
+
+def whole(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def valid_steps(steps: Any) -> bool:
+    return whole(steps, 1, MAX_STEPS)
+
+
+def home() -> str:
+    from patchkit.runtime.manifest import home as patchkit_home  # standard library only
+
+    return patchkit_home()
+
+
+def _path(*parts: str) -> str:
+    return os.path.join(home(), *parts)
+
+
+def _safe(key: str) -> str:
+    return key.replace("/", ".")
+
+
+def write_json(path: str, data: Dict[str, Any]) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.core.private)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_file(path: str, private: bool = False) -> Tuple[Optional[Any], str]:
+    """``(data, "")`` from the JSON file at ``path``, or ``(None, why it is refused)``.
+
+    A plain file only (a link is not followed, a FIFO cannot block), at most :data:`MAX_FILE_BYTES`; with
+    ``private``, also owned by this process's user and writable by nobody else.  FileNotFoundError when the
+    file is gone (withdrawn between listing and reading: nothing to say).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            return None, "it is a symbolic link (not followed)"
+        return None, f"it cannot be opened ({exc.strerror})"
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "it is not a plain file"
+        if private and st.st_uid != os.geteuid():
+            return None, f"it is owned by uid {st.st_uid}, not by this job's user (uid {os.geteuid()})"
+        if private and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None, f"others can write it (mode {stat.S_IMODE(st.st_mode):o}); it must be 0600 or 0644"
+        if st.st_size > MAX_FILE_BYTES:
+            return None, f"it is larger than {MAX_FILE_BYTES} bytes"
+        raw = handle.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        return None, f"it is larger than {MAX_FILE_BYTES} bytes"
+    try:
+        return json.loads(raw.decode("utf-8")), ""
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, a 5000-digit number, nesting too deep
+        return None, f"it is not valid JSON ({type(exc).__name__}: {str(exc)[:80]})"
+
+
+def json_names(folder: str) -> List[str]:
+    try:
+        return sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+    except OSError:  # no folder yet, or not a folder
+        return []
+
+
+def _read_all(folder: str) -> List[Dict[str, Any]]:
+    out = []
+    for name in json_names(folder):
+        try:
+            data, _why = read_file(os.path.join(folder, name))
+        except FileNotFoundError:
+            continue
+        if isinstance(data, dict):  # else refused, or not ours
+            data["file"] = os.path.join(folder, name)
+            out.append(data)
+    return out
+
+
+# ---------------------------------------------------------------- in the patched process
+
+
+def register(key: str, rank: int, pid: Optional[int] = None) -> Dict[str, Any]:
+    pid = os.getpid() if pid is None else pid
+    host = socket.gethostname()
+    entry = {"pid": pid, "host": host, "recipe": key.partition("/")[0], "key": key, "role": key.partition("/")[2],
+             "rank": rank, "time": time.time()}
+    write_json(_path(PROCESSES, f"{host}_{pid}_{_safe(key)}.json"), entry)
+    return entry
+
+
+def unregister(key: str) -> None:
+    try:
+        os.unlink(_path(PROCESSES, f"{socket.gethostname()}_{os.getpid()}_{_safe(key)}.json"))
+    except OSError:
+        pass
+
+
+def matches(request: Dict[str, Any], entry: Dict[str, Any]) -> bool:
+    """Whether ``request`` asks the process ``entry`` (a registration) for a window."""
+    if request.get("recipe") != entry["recipe"] or request.get("time", 0) < entry["time"]:
+        return False
+    if request.get("role") and request["role"] != entry["role"]:
+        return False
+    ranks = request.get("ranks")
+    return not ranks or entry["rank"] in ranks
+
+
+def answer_folder(request_id: str) -> str:
+    """``answers/<request_id>``, made if need be; ValueError unless the id is plain and the folder, resolved,
+    is that very folder of the resolved home (no link in its place, or in place of ``answers/``, is followed)."""
+    folder = _path(ANSWERS, _plain_id(request_id))
+    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.core.private)
+    if os.path.realpath(folder) != os.path.join(os.path.realpath(home()), ANSWERS, request_id):
+        raise ValueError(f"{folder} leads to {os.path.realpath(folder)}, outside {_path(ANSWERS)}; "
+                         "no answer is written there")
+    return folder
+
+
+def answer(request_id: str, key: str, **result: Any) -> None:
+    data = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "time": time.time(), **result}
+    write_json(os.path.join(answer_folder(request_id), f"{data['host']}_{data['pid']}_{_safe(key)}.json"), data)
+
+
+# ---------------------------------------------------------------- in `patchkit capture`
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def registered(recipe: str, ranks: Sequence[int] = (), role: str = "") -> List[Dict[str, Any]]:
+    """The living processes of ``recipe`` here that such a request would ask; the files of dead ones are removed."""
+    host = socket.gethostname()
+    out = []
+    for entry in _read_all(_path(PROCESSES)):
+        if not _registration(entry):
+            continue  # not one `register` wrote
+        if entry.get("host") == host and not alive(entry["pid"]):
+            try:
+                os.unlink(entry["file"])
+            except OSError:
+                pass
+            continue
+        if matches({"recipe": recipe, "ranks": list(ranks), "role": role, "time": entry.get("time", 0)}, entry):
+            out.append(entry)
+    return out
+
+
+def _registration(entry: Dict[str, Any]) -> bool:
+    """Whether ``entry`` has the fields `register` writes, of their types (a pid `os.kill` takes)."""
+    return (whole(entry.get("pid"), 1, 2 ** 31 - 1) and whole(entry.get("rank"), 0, 2 ** 31)
+            and all(isinstance(entry.get(k), str) for k in ("host", "recipe", "key", "role"))
+            and isinstance(entry.get("time"), (int, float)) and math.isfinite(entry["time"]))
+
+
+def ask(recipe: str, steps: int, ranks: Sequence[int] = (), role: str = "") -> Dict[str, Any]:
+    if not valid_steps(steps):
+        raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS}")  # (no repr: 5000 digits raise)
+    request = {"id": f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}", "recipe": recipe, "steps": steps,
+               "ranks": list(ranks), "role": role, "time": time.time()}
+    write_json(_path(REQUESTS, f"{request['id']}.json"), request)
+    return request
+
+
+def answers(request_id: str) -> Dict[str, Dict[str, Any]]:
+    """``host_pid_key`` -> the answer written for the request."""
+    return {os.path.basename(a["file"])[:-5]: a for a in _read_all(_path(ANSWERS, _plain_id(request_id)))}
+
+
+def withdraw(request_id: str) -> None:
+    """The request is over: no process takes it any more (its answers stay, for the record)."""
+    try:
+        os.unlink(_path(REQUESTS, f"{_plain_id(request_id)}.json"))
+    except OSError:
+        pass
+
+
+def name(entry: Dict[str, Any]) -> str:
+    return f"{entry['host']}_{entry['pid']}_{_safe(entry['key'])}"
+
+
+def ask_and_wait(recipe: str, steps: int, ranks: Sequence[int] = (), role: str = "", timeout: float = 300.0,
+                 poll: float = 0.2) -> Dict[str, Any]:
+    """Ask every matching process here for ``steps`` steps and wait for each to answer, die, or time out.
+
+    Returns ``{"host", "request", "asked": [registration...], "answers": {name: answer}, "dead": [name...],
+    "late": [name...]}`` (names as :func:`name` makes them).
+    """
+    targets = registered(recipe, ranks, role)
+    out: Dict[str, Any] = {"host": socket.gethostname(), "request": None, "asked": targets, "answers": {},
+                           "dead": [], "late": []}
+    if not targets:
+        return out
+    request = ask(recipe, steps, ranks, role)
+    out["request"] = request["id"]
+    deadline = time.time() + timeout
+    try:
+        while True:
+            got = answers(request["id"])
+            waiting = [e for e in targets if name(e) not in got]
+            dead = [e for e in waiting if e["host"] == out["host"] and not alive(int(e["pid"]))]
+            if len(waiting) == len(dead) or time.time() >= deadline:
+                break
+            time.sleep(poll)
+    finally:
+        withdraw(request["id"])
+    out["answers"] = {name(e): got[name(e)] for e in targets if name(e) in got}
+    out["dead"] = [name(e) for e in dead]
+    out["late"] = [name(e) for e in waiting if e not in dead]
+    return out

@@ -1,0 +1,10 @@
+"""Where the code is, and changing it: targets, versions, git, the ledger, apply and revert.
+
+- :mod:`.targets`, :mod:`.treeversion`, :mod:`.gitrepo`, :mod:`.environment`: which files, which version,
+  which checkout, and whether the job's Python has patchkit.
+- :mod:`.planning`: ``plan``: a recipe's change, computed, nothing written.
+- :mod:`.transaction`: ``apply`` and ``revert``, all files or none; :mod:`.targetfile`: one target replaced
+  only over the bytes planned from; :mod:`.review`: the git checks and ``apply --commit``.
+- :mod:`.ledger` (:mod:`.ledger_format`): the records and backups; :mod:`.status` and :mod:`.unrecorded`:
+  what is applied where.
+"""

@@ -1,0 +1,243 @@
+"""What patchkit changed, with byte-exact backups, atomic writes and a lock.
+
+State lives under ``$PATCHKIT_HOME`` (default ``$XDG_STATE_HOME/patchkit``,
+i.e. ``~/.local/state/patchkit``)::
+
+    ledger.json          one record per patched file
+    backups/<sha256>     the original bytes, named by their hash
+    lock                 held (flock) while a command reads and changes state
+
+The order is always: back up, record, then write the target atomically
+(temporary file in the same folder, fsync, rename, original mode kept).
+A backup no record names any more is deleted once the ledger that no
+longer names it is on disk (and no change is half-written).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, Optional, Set
+
+from patchkit.state import ledger_format
+from patchkit.core import private
+from patchkit.core.errors import LedgerError, Location
+from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, atomic_write, hold, write_source
+
+BACKUP_LIMIT = 256 * 1024 * 1024  # bytes; the largest target file is under 1 MB
+
+
+def home() -> Path:
+    return Path(private.home())
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class AppliedRecipe:
+    choices: Dict[str, str]
+    overrides: list
+    backend: str
+    recipe_path: str
+    applied_at: float
+    git: Optional[dict] = None  # apply --commit: work_tree, branch, commit, previous, previous_commit, files
+
+
+@dataclass
+class FileRecord:
+    path: str
+    relpath: str
+    root: str
+    distribution: str
+    version: Optional[str]
+    original_sha256: str
+    patched_sha256: str
+    recipes: Dict[str, AppliedRecipe] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def under(self, root: Optional[str]) -> bool:
+        """Whether this is a file under ``root`` (every file when None), compared resolved: the file itself,
+        or the root apply found it under, so a file patched through a symbolic link is still found there."""
+        if not root:
+            return True
+        base = os.path.realpath(os.path.expanduser(root))
+        inside = base.rstrip(os.sep) + os.sep
+        return any(p == base or p.startswith(inside) for p in map(os.path.realpath, (self.path, self.root)))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FileRecord":
+        recipes = {k: AppliedRecipe(**v) for k, v in data.pop("recipes", {}).items()}
+        return cls(recipes=recipes, **data)
+
+
+class Ledger:
+    """The records, the backups, and the journal of the change being written.
+
+    A change to several files is written as a transaction: the ledger first
+    records the bytes each file had and will have (``pending``), then the
+    files are written, then ``pending`` is cleared.  If the process dies in
+    between, the next command that takes the lock puts every file of that
+    change back (:meth:`recover`): all or nothing, even across SIGKILL.
+    """
+
+    def __init__(self, root: Optional[Path] = None):
+        self.home = root or home()
+        self.path = self.home / "ledger.json"
+        self.backups = self.home / "backups"
+        self.files: Dict[str, FileRecord] = {}
+        self.pending: Optional[dict] = None
+        self.recovered: list = []  # what recover() put back, for the command line to say
+
+    # ------------------------------------------------------------ state
+    def load(self) -> "Ledger":
+        """Read the records, after checking the state folder and the ledger are private (see :mod:`patchkit.core.private`)."""
+        raw = None
+        if private.check(str(self.home), folder=True):
+            raw = private.read(str(self.path), ledger_format.LIMIT)
+        if raw is None:
+            self.files, self.pending = {}, None
+            return self
+        data = ledger_format.parse(raw, str(self.path))
+        self.files = {k: FileRecord.from_json(dict(v)) for k, v in data["files"].items()}
+        self.pending = data["pending"]
+        return self
+
+    def save(self) -> None:
+        data = {"format": ledger_format.FORMAT, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
+        if self.pending:
+            data["pending"] = self.pending
+        private.ensure(str(self.home))
+        atomic_write(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                     mode=private.FILE_MODE)
+
+    # ------------------------------------------------------------ backups
+    def backup(self, data: bytes) -> str:
+        digest = sha256(data)
+        if self.read_backup(digest) is None:
+            private.ensure(str(self.backups))
+            atomic_write(self.backups / digest, data, mode=private.FILE_MODE)
+        return digest
+
+    def drop_unused_backups(self, candidates: Iterable[str]) -> None:
+        """Delete those of ``candidates`` (backups this ledger named) that no record needs any more.
+
+        Only once the ledger on disk is the one in memory and no change is
+        pending: a process killed before that leaves every backup a recovery
+        or a revert could still read.  Backups this ledger never named are
+        left alone (a ledger moved aside still has its backups).
+        """
+        if self.pending:
+            return
+        wanted = {rec.original_sha256 for rec in self.files.values()}
+        for name in set(candidates) - wanted:
+            if len(name) == 64 and all(c in "0123456789abcdef" for c in name):
+                with contextlib.suppress(OSError):
+                    (self.backups / name).unlink()
+
+    def _named(self, records: Dict[str, Optional[dict]]) -> Set[str]:
+        """The backups named by the journal and by ``records`` (as saved in it) and the records in memory."""
+        named = {change["old"] for change in (self.pending or {}).get("files", [])}
+        named |= {r["original_sha256"] for r in records.values() if r and r.get("original_sha256")}
+        return named | {rec.original_sha256 for rec in self.files.values()}
+
+    def read_backup(self, digest: str) -> Optional[bytes]:
+        """The backup's bytes, or None when it is missing or not those bytes; refused when it is not private."""
+        if not private.check(str(self.backups), folder=True):
+            return None
+        data = private.read(str(self.backups / digest), BACKUP_LIMIT)
+        return data if data is not None and sha256(data) == digest else None
+
+    # ------------------------------------------------------------ lock
+    @contextlib.contextmanager
+    def locked(self, timeout: float = LOCK_TIMEOUT, recover: bool = True) -> Iterator["Ledger"]:
+        """Hold the state folder's lock and read the ledger; ``recover`` also puts back a change a dead
+        process left half-written (apply and revert do; a command that only reads reports it instead)."""
+        private.ensure(str(self.home))
+        lock = str(self.home / "lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), private.FILE_MODE)
+        except OSError as exc:
+            raise private.refuse(lock, f"cannot be opened ({exc.strerror})", False) from None
+        try:
+            why = private.problem(os.fstat(fd), False)
+            if why is not None:
+                raise private.refuse(lock, why, False)
+            hold(fd, timeout, f"patchkit process holds {lock}")
+            self.load()
+            if recover:
+                self.recover()
+            yield self
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ transactions
+    def commit(self, writes, records_before: Dict[str, Optional[dict]]) -> None:
+        """Write ``(path, old_bytes, new_bytes)`` triples all or nothing; the records are already updated."""
+        self.pending = {
+            "files": [{"path": str(p), "old": self.backup(old), "new": sha256(new)} for p, old, new in writes],
+            "records": records_before,
+        }
+        self.save()
+        named = self._named(records_before)
+        pause = float(os.environ.get("PATCHKIT_TEST_SLOW_WRITE", "0") or 0)
+        try:
+            for i, (path, old, new) in enumerate(writes):
+                if pause and i:
+                    time.sleep(pause)
+                write_source(Path(path), new, expected=old)
+        except Changed:
+            self.recover()  # the files written before it are put back; the caller may plan again
+            raise
+        except OSError as exc:
+            self.recover()
+            raise LedgerError(f"writing failed: {exc.strerror or exc}; every file was put back",
+                              Location(str(exc.filename or path)),
+                              "check disk space and permissions, then run the command again") from None
+        self.pending = None
+        self.save()
+        self.drop_unused_backups(named)
+
+    def restore_records(self, records_before: Dict[str, Optional[dict]]) -> None:
+        """Put records back as they were (``None``: the file had none); in memory only, :meth:`save` writes them."""
+        for key, record in records_before.items():
+            if record is None:
+                self.files.pop(key, None)
+            else:
+                self.files[key] = FileRecord.from_json(dict(record))
+
+    def recover(self) -> None:
+        """Undo a change that a dead process left half-written, and restore its records."""
+        if not self.pending:
+            return
+        named = self._named(self.pending.get("records", {}))
+        for change in self.pending.get("files", []):
+            path = Path(change["path"])
+            for stale in path.parent.glob(f".{path.name}.*.patchkit-tmp"):  # a write killed before its rename
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            current = sha256(data)
+            if current == change["new"] and current != change["old"]:
+                old = self.read_backup(change["old"])
+                if old is not None:
+                    try:
+                        write_source(path, old, expected=data)
+                    except Changed:  # written by someone else since: it is theirs now
+                        continue
+                    self.recovered.append(f"put back {path} (an earlier patchkit run stopped half-way)")
+        self.restore_records(self.pending.get("records", {}))
+        self.pending = None
+        self.save()
+        self.drop_unused_backups(named)

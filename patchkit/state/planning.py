@@ -1,0 +1,192 @@
+"""Plan: find the recipe's files, pick the candidate where every point resolves, transform it in memory.
+
+Nothing here writes; :func:`plan` reads the target files, runs the engine on
+them and says which git checkout (if any) holds each one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from patchkit.state import gitrepo
+from patchkit import DISTRIBUTION
+from patchkit.core.errors import AnchorError, Location, TargetError
+from patchkit.engine.marks import decode, foreign_line
+from patchkit.core.model import Applied, CannotApply, Point, Settings, TransformResult
+from patchkit.state.targets import Installed, check_version, locate
+
+
+class FilePlan(NamedTuple):
+    """One file the recipe patches: its bytes as read, and what the engine made of them."""
+
+    path: Path
+    relpath: str
+    data: bytes
+    encoding: str
+    text: str
+    result: TransformResult
+    points: Tuple[Point, ...]
+    via: str = ""  # "through symlink X" when the recipe's path is a link
+    work_tree: Optional[Path] = None  # the top of the git work tree holding the file, if any
+    tracked: bool = False  # git tracks the file there (an ignored virtualenv inside a checkout is not)
+
+    @property
+    def changes(self) -> bool:
+        return isinstance(self.result, Applied)
+
+    @property
+    def diffpath(self) -> str:
+        """The path in the patch: from the top of the git checkout that tracks the file, else from the root."""
+        if self.tracked and self.work_tree is not None:
+            return Path(os.path.relpath(self.path, self.work_tree)).as_posix()
+        return self.relpath
+
+    def new_bytes(self) -> bytes:
+        assert isinstance(self.result, Applied)
+        return self.result.text.encode(self.encoding)
+
+    def diff(self) -> str:
+        from patchkit.engine.diff import unified
+
+        return unified(self.text, self.result.text, self.diffpath) if self.changes else ""
+
+
+class Plan(NamedTuple):
+    """Where the package is, and a FilePlan per file the recipe patches there."""
+
+    settings: Settings
+    installed: Installed
+    files: List[FilePlan]
+    version_skipped: str = ""  # with skip_version_check: the refusal that was skipped ("" when the version fits)
+
+    def diff(self) -> str:
+        return "".join(f.diff() for f in self.files)
+
+    def patch_bases(self) -> List[Path]:
+        """The folders to run `git apply` or `patch -p1` in: the git checkouts tracking the files, else the root."""
+        bases = [f.work_tree if f.tracked and f.work_tree else self.installed.root for f in self.files if f.changes]
+        return sorted(set(bases))
+
+
+def plan(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> Plan:
+    """Find the files, pick the first candidate where every point resolves, transform it.
+
+    ``skip_version_check`` lets a version outside the recipe's range through
+    (the refusal is kept in ``Plan.version_skipped``); the points must still
+    resolve in the files.
+    """
+    recipe = settings.recipe
+    installed = locate(recipe.target, root)
+    skipped = ""
+    try:
+        check_version(installed, recipe.target, recipe.id, recipe.path)
+    except TargetError as exc:
+        if not skip_version_check:
+            raise
+        skipped = exc.message
+    seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
+    chosen = _chosen(settings, installed, seen)
+    result = Plan(settings, installed, [], skipped)
+    for relpath, points in chosen.items():
+        f = _file_plan(settings, installed, relpath, points, seen)
+        if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
+            raise AnchorError(f.result.reason, Location(str(f.path), f.result.line, f.result.col),
+                              f.result.hint or "this file does not have the shape the recipe expects")
+        if gitrepo.work_tree(f.path) is not None:  # os.path only; gitpython only inside a git work tree
+            top, tracked = gitrepo.checkout_of(f.path)
+            f = f._replace(work_tree=top, tracked=tracked)
+        result.files.append(f)
+    return result
+
+
+def _chosen(settings: Settings, installed: Installed, seen: Dict[tuple, FilePlan]) -> Dict[str, List[Point]]:
+    """The file picked among each group of candidates (the first where all its points resolve), with its points."""
+    groups: Dict[Tuple[str, ...], List[Point]] = {}
+    for point in settings.active_points():
+        groups.setdefault(point.files or settings.recipe.target.files, []).append(point)
+    chosen: Dict[str, List[Point]] = {}
+    for candidates, points in groups.items():
+        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
+    return chosen
+
+
+def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[Path]]:
+    """Where the recipe's package is and which of its files :func:`plan` would pick; reads, writes nothing, no git."""
+    installed = locate(settings.recipe.target, root)
+    check_version(installed, settings.recipe.target, settings.recipe.id, settings.recipe.path)
+    return installed, [(installed.root / relpath).resolve() for relpath in _chosen(settings, installed, {})]
+
+
+# patchkit's own import and the imports of its dependencies, with their distributions: a recipe that
+# patches one of them makes every later patchkit command run, and profile, patchkit itself
+# import name -> distribution, for patchkit and every dependency in pyproject.toml (a test keeps them in step)
+OWN_DEPENDENCIES = {"patchkit": DISTRIBUTION, "click": "click", "yaml": "pyyaml", "libcst": "libcst", "git": "gitpython",
+                    "packaging": "packaging", "tomli": "tomli", "ijson": "ijson"}
+
+
+def own_dependency(settings: Settings) -> Optional[str]:
+    """The distribution, when the recipe's package is patchkit's own or one of its dependencies."""
+    return OWN_DEPENDENCIES.get(settings.recipe.target.package)
+
+
+def _file_plan(settings: Settings, installed: Installed, relpath: str, points: Sequence[Point],
+               seen: Dict[tuple, FilePlan]) -> FilePlan:
+    key = (relpath, tuple(map(id, points)))
+    if key in seen:
+        return seen[key]
+    link = installed.root / relpath
+    path = link.resolve()
+    via = f"through symlink {link}" if path != link.absolute() else ""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
+    text, encoding = decode(data, path)
+    _check_no_foreign_marks(text, path)
+    from patchkit.engine import codemod as engine  # the engine (and libcst) only for commands that transform
+
+    outcome = engine.transform(text, settings, points, str(path))
+    seen[key] = FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via)
+    return seen[key]
+
+
+def _check_no_foreign_marks(text: str, path: Path) -> None:
+    """Refuse a file with a line that ends in patchkit's marker but is not one patchkit writes.
+
+    Patchkit finds its own lines by that marker: applying takes the recipe's
+    marked lines out before putting them in again, and the backup is the file
+    with every marked line taken out.  A line of the user's own with the marker
+    would be lost from the file and from the original revert gives back.
+    """
+    found = foreign_line(text)
+    if found is not None:
+        line, col, rid = found
+        raise AnchorError(f"this line ends in `# patchkit:{rid}`, patchkit's marker for its own lines, but patchkit "
+                          "did not write it: patchkit takes such lines out to find the original, so revert could "
+                          "not give it back", Location(str(path), line, col),
+                          f"remove that comment or change it (e.g. to `# patchkit {rid}`), then run the command again")
+
+
+def _choose(settings: Settings, installed: Installed, candidates: Sequence[str], points: List[Point],
+            seen: Dict[tuple, FilePlan]) -> str:
+    failures: List[Tuple[Path, CannotApply]] = []
+    for relpath in candidates:
+        if not (installed.root / relpath).is_file():
+            continue
+        f = _file_plan(settings, installed, relpath, points, seen)
+        if not isinstance(f.result, CannotApply):
+            return relpath
+        failures.append((f.path, f.result))
+    recipe = settings.recipe
+    version = f"{recipe.target.distribution} {installed.shown or '(version unknown)'}"
+    if not failures:
+        raise TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
+                          Location(recipe.path), f"is {version} the package this recipe is for?")
+    path, why = failures[0]
+    others = "".join(f"; {p.name}: {'the same' if w.reason == why.reason else w.reason}" for p, w in failures[1:])
+    raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} supports {recipe.target.versions or 'any version'})",
+                      Location(str(path), why.line, why.col),
+                      why.hint or "this version's file has another shape; check `patchkit list` for a recipe that fits, "
+                      "or adapt the recipe's points")

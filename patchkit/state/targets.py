@@ -1,0 +1,250 @@
+"""Where a recipe's files are, and which version is installed, without importing the package."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import List, NamedTuple, Optional, Tuple
+
+from patchkit.core.errors import Location, TargetError
+from patchkit.state.gitrepo import work_tree
+from patchkit.core.model import Target
+
+
+class Installed(NamedTuple):
+    root: Path  # the folder that holds the package: site-packages, or a source checkout
+    package_dir: Path
+    version: Optional[str]
+    version_from: str  # where the version was read, for messages
+    ref: Optional[str] = None  # the git tag or branch the version came from (source checkouts)
+    at_least: bool = False  # a source checkout known only to be ``version`` or later (see treeversion)
+    kind: str = "metadata"  # metadata, or how a source checkout's version was read (treeversion.TreeVersion.kind)
+
+    @property
+    def shown(self) -> Optional[str]:
+        """The version for people: ``0.25.1rc1 or later`` for a lower bound; None when unknown."""
+        return f"{self.version} or later" if self.at_least and self.version else self.version
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _headers(path: str) -> dict:
+    """The ``Key: value`` lines at the top of a METADATA file (up to the first blank line)."""
+    head = {}
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            key, sep, value = line.partition(": ")
+            if sep and key not in head:
+                head[key] = value.strip()
+    return head
+
+
+def version_in(folder: Path, distribution: str, dist_info: bool = True) -> Optional[str]:
+    """The version in ``folder``'s ``<name>-<version>.dist-info/METADATA``, or (``dist_info`` false) in other
+    metadata importlib finds there (``.egg-info``)."""
+    wanted = _normalise(distribution)
+    if not dist_info:
+        import importlib.metadata as metadata
+
+        for dist in metadata.distributions(path=[str(folder)]):
+            name = dist.metadata["Name"] if dist.metadata else None
+            if name and _normalise(name) == wanted:
+                return dist.version
+        return None
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.endswith(".dist-info") and _normalise(entry[: -len(".dist-info")].rsplit("-", 1)[0]) == wanted:
+            try:
+                head = _headers(os.path.join(folder, entry, "METADATA"))
+            except OSError:
+                continue
+            if _normalise(head.get("Name", "")) == wanted and head.get("Version"):
+                return head["Version"].strip()
+    return None
+
+
+def default_root() -> Optional[str]:
+    return os.environ.get("PATCHKIT_ROOT") or None
+
+
+def root_dir(root: str) -> Path:
+    """``--root`` as an absolute folder, or a clear error."""
+    base = Path(root).expanduser().resolve()
+    if not base.is_dir():
+        raise TargetError(f"--root {root} is not a directory", Location(str(root)),
+                          "pass the site-packages folder or the source checkout that holds the package")
+    return base
+
+
+def find_package(package: str, base: Optional[Path] = None) -> Optional[Path]:
+    """The folder of ``package`` under ``base`` or, without one, in this environment (``find_spec``, no import).
+
+    None when it is not there.
+    """
+    if base is not None:
+        return base / package if (base / package).is_dir() else None
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def locate(target: Target, root: Optional[str] = None) -> Installed:
+    """Find ``target.package`` under ``root`` (or in this environment) and read its version."""
+    root = root if root is not None else default_root()
+    if root:
+        base = root_dir(root)
+        package_dir = find_package(target.package, base)
+        if package_dir is None:
+            raise TargetError(f"no package {target.package} under {base}", Location(str(base)),
+                              f"pass the folder that contains {target.package}/ (site-packages or a checkout)")
+        return _read_version(base, package_dir, target, environment=False)
+    package_dir = find_package(target.package)
+    if package_dir is None:
+        raise TargetError(f"{target.package} is not installed in this environment ({_python()})",
+                          hint=f"install {target.distribution}, run patchkit with the Python of that environment, "
+                               "or pass --root DIR")
+    return _read_version(package_dir.parent, package_dir, target, environment=True)
+
+
+def _read_version(base: Path, package_dir: Path, target: Target, environment: bool) -> Installed:
+    """The version, in this order: a ``.dist-info`` beside the package (site-packages); in a git checkout
+    (an editable install included), what the tree declares or its git tags say (:mod:`patchkit.state.treeversion`),
+    before an ``.egg-info`` left there by an earlier build; other metadata (the environment's, for the
+    package found on sys.path); what a folder outside git declares; a git branch with no tag; unknown."""
+    dist = target.distribution
+    version = version_in(base, dist)
+    if version is not None:
+        return Installed(base, package_dir, version, f"{dist} metadata in {base}")
+    from patchkit.state import treeversion
+
+    tree = treeversion.read(base, target.package)
+    if tree is not None and tree.kind != "branch" and work_tree(base) is not None:
+        return _from_tree(base, package_dir, tree)
+    version, source = version_in(base, dist, dist_info=False), f"{dist} metadata in {base}"
+    if version is None and environment:
+        import importlib.metadata as metadata
+
+        try:
+            version, source = metadata.version(dist), f"installed {dist} metadata"
+        except metadata.PackageNotFoundError:
+            pass
+    if version is None and tree is not None:
+        return _from_tree(base, package_dir, tree)
+    return Installed(base, package_dir, version, source)
+
+
+def _from_tree(base: Path, package_dir: Path, tree) -> Installed:
+    return Installed(base, package_dir, tree.version, tree.source, tree.ref, tree.at_least, tree.kind)
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+SKIP_VERSION_CHECK = "--skip-version-check"
+
+
+def check_version(installed: Installed, target: Target, recipe_id: str, recipe_path: str = "") -> None:
+    """Refuse a version outside ``target.versions`` (see :func:`fits`), saying what to do instead."""
+    if not target.versions and not target.tags:
+        return
+    dist = target.distribution
+    past = (f"if you know this code has the shape the recipe expects, pass {SKIP_VERSION_CHECK}: only the version "
+            "check is skipped, the recipe's points must still match")
+    if installed.version is None:
+        raise TargetError(f"cannot tell which version of {dist} is in {installed.root} (no {dist} metadata, no "
+                          f"version declared in the tree, no git tag or branch); {recipe_id} supports {target.versions}",
+                          hint="point --root at a site-packages folder with the package's .dist-info, or at a git "
+                               f"checkout of a release\n  hint: {past}")
+    try:
+        if fits(target, installed):
+            return
+    except ValueError:
+        raise TargetError(f"{recipe_id}: not a PEP 440 version specifier: {target.versions!r}",
+                          hint="fix target.versions in the recipe, e.g. \">=0.4,<0.8\"") from None
+    from patchkit.recipe import versions
+
+    tags = f" (releases {', '.join(target.tags)})" if target.tags else ""
+    message = (f"{dist} {installed.shown} is installed ({installed.version_from}); "
+               f"{recipe_id} supports {dist} {target.versions}{tags}")
+    if installed.at_least and versions.covers(target.versions, installed.version):
+        message += ", and a checkout known only from below cannot be confirmed under that upper bound"
+    hints = []
+    others = covering(installed, target, recipe_id)
+    listed = ", ".join(f"{rid} ({dist} {rng})" for rid, rng in others if rid != target.instead)
+    if others and others[0][0] == target.instead:
+        hints.append(f"use {target.instead} ({dist} {others[0][1]}) for this version"
+                     + (f"; other built-in recipes for it: {listed}" if listed else ""))
+    elif others:
+        hints.append(f"built-in recipes for {dist} {installed.shown}: {listed}")
+    else:
+        name = os.path.basename(recipe_path) if recipe_path else f"{recipe_id}.yaml"
+        if installed.kind == "branch":
+            change = f"add the branch to target.tags there (tags: [{installed.ref}])"
+        elif installed.at_least:
+            change = (f"change target.versions there to a range without an upper bound (\">={installed.version}\"): "
+                      "a version known only from below fits no range that ends")
+        else:
+            change = "change target.versions there to take this version"
+        hints.append(f"no built-in recipe covers {dist} {installed.shown}; to adapt one, copy "
+                     f"{recipe_path or name} into a folder of your own (its file name must stay its id), {change}, "
+                     f"and check it with `patchkit diff ./{name}`")
+    if installed.kind == "branch":
+        hints.append(f"git branch {installed.ref} has no tag in its history: check out a release the recipe supports "
+                     "(a branch made from one of its tags counts as that release)")
+    elif installed.kind in ("tag", "scm", "forked"):
+        hints.append("check out a release the recipe supports, by its tag or its release branch (a branch made from "
+                     "one of its tags counts as that release)")
+    hints.append(past)
+    raise TargetError(message, hint="\n  hint: ".join(hints))
+
+
+def fits(target: Target, installed: Installed) -> bool:
+    """Whether the recipe's range takes the version: a release line (:func:`patchkit.recipe.versions.covers`), a release
+    named in ``target.tags``, or a lower bound (``at_least``) under a range without an upper bound."""
+    from patchkit.recipe import versions
+
+    if installed.version is None:
+        return False
+    if installed.ref is not None and installed.ref in target.tags:
+        return True  # a release the recipe names by its tag or branch
+    if installed.at_least and versions.has_upper_bound(target.versions):
+        return False
+    return versions.covers(target.versions, installed.version)
+
+
+def covering(installed: Installed, target: Target, recipe_id: str) -> List[Tuple[str, str]]:
+    """``(id, range)`` of the built-in recipes for the same distribution that take this version, ``instead`` first."""
+    from patchkit.core.errors import PatchkitError
+    from patchkit.recipe.load import all_recipes
+
+    try:
+        recipes = all_recipes()
+    except PatchkitError:
+        return []
+    found = []
+    for s in recipes:
+        other = s.recipe.target
+        if s.id == recipe_id or other.distribution != target.distribution or not (other.versions or other.tags):
+            continue
+        try:
+            if fits(other, installed):
+                found.append((s.id, other.versions))
+        except ValueError:
+            continue
+    return sorted(found, key=lambda pair: (pair[0] != target.instead, pair[0]))

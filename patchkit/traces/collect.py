@@ -1,0 +1,320 @@
+"""Copy captures into one folder laid out for the analysis tools; never overwrite, verify, resume.
+
+Layout of DEST (one folder per capture key, ``<recipe>`` or ``<recipe>.<role>``;
+a trace found without a manifest goes under the name of the folder it was in)::
+
+    DEST/.patchkit-collect                     the journal: what was copied, from where, with its sha256
+    DEST/<recipe>[.<role>]/rank<R>_<name>.pt.trace.json       torch traces, named by rank (HTA, TensorBoard)
+    DEST/<recipe>[.<role>]/<name>_ascend_pt/                   npu captures as torch_npu named them
+                                                               (msprof-analyze cluster -d DEST/<recipe>)
+    DEST/<recipe>[.<role>]/patchkit-manifests/<name>.json     each capture's manifest, with where it came from
+
+Every file is written to ``<name>.patchkit-part``, checked against the
+source's size and sha256 (computed where the file is, independently of the
+copy), then linked to its name (a link never replaces a file) and recorded in
+the journal.  A file already at its name is never replaced: if the journal or
+its bytes say it is the same capture it is kept, otherwise the collect stops
+before writing anything.  A run that was killed leaves at most ``.patchkit-part``
+files, which the next run starts again from the beginning.  A capture's
+manifest is written after its traces: a manifest in DEST means the capture
+is complete.
+
+Manifests and traces are not trusted: every name from them becomes a safe file name
+(:func:`patchkit.runtime.manifest.safe_name`); a trace that is a link or leads out of its
+capture's folder is refused like a broken one; reads and writes go through
+:mod:`patchkit.traces.journal`, which never leaves either folder.  The bytes come from a
+:class:`Source`: this machine's files, or a Ray node's (:mod:`patchkit.cluster.gather`).
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+from patchkit.traces import journal
+from patchkit.runtime import manifest
+from patchkit.traces.captures import Capture, CaptureError, unique
+from patchkit.core.errors import Location
+from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401  (collect's surface)
+from patchkit.runtime.manifest import safe_name
+
+PART = ".patchkit-part"
+CHUNK = 8 << 20  # bytes per read: the most one file's copy holds in memory (times the reads in flight over Ray)
+
+
+class Source:
+    """Reads the files of one node.  This one reads this machine's; ``root``: the folder a file must be inside."""
+
+    node = ""
+
+    def chunks(self, path: str, size: int, chunk: int, root: str) -> Iterator[bytes]:
+        with open_inside(path, root) as handle:
+            while True:
+                data = handle.read(chunk)
+                if not data:
+                    return
+                yield data
+
+    def digest(self, path: str, root: str) -> Tuple[int, str]:
+        with open_inside(path, root) as handle:
+            return journal.digest(handle, CHUNK)
+
+
+class Item(NamedTuple):
+    """One file to copy: where it is (on ``capture.node``), where it goes (relative to DEST)."""
+
+    source: str
+    dest: str
+    size: int
+    capture: int  # index into the plan's captures
+    root: str  # the folder the source must be inside: the capture's folder, or the trace folder it is in
+
+
+class Copied(NamedTuple):
+    dest: str  # absolute
+    source: str
+    node: str
+    size: int
+    state: str  # copied | already there
+    capture: int  # index into Result.captures
+
+
+class Result(NamedTuple):
+    dest: str
+    captures: Tuple[Capture, ...]  # the captures collected
+    files: Tuple[Copied, ...]
+    manifests: Tuple[str, ...]  # the manifests written in DEST this time
+    groups: Tuple[str, ...]  # the capture folders in DEST
+    notes: Tuple[str, ...]
+    skipped: Tuple[Capture, ...]  # with --skip-broken: the captures left out
+
+
+# ---------------------------------------------------------------- planning
+
+
+def group_of(cap: Capture) -> str:
+    """The capture's folder in DEST: ``<recipe>[.<role>]``, or the name of the folder its trace was in."""
+    if cap.recipe:
+        return safe_name(cap.recipe + (f".{cap.role}" if cap.role else ""))
+    return safe_name(os.path.basename(cap.folder.rstrip(os.sep)) or "traces")
+
+
+def dest_path(dest: str, cap: Capture, trace_name: str) -> str:
+    """Where a capture's trace (file or folder) is in DEST."""
+    return os.path.join(dest, group_of(cap), dest_name(cap, trace_name))
+
+
+def dest_name(cap: Capture, trace_name: str) -> str:
+    """A trace's name in DEST: torch files get a ``rank<R>_`` prefix (once); npu folders keep torch_npu's name."""
+    base = _part(trace_name.split("/")[-1])
+    base = base + "_" if base == manifest.FOLDER else base
+    if cap.rank is None or base.endswith(manifest.ASCEND_ENDING) or base.startswith(f"rank{cap.rank}_"):
+        return base
+    return _part(f"rank{cap.rank}_{base}")
+
+
+def _part(name: str) -> str:
+    """One part of a path in DEST: a safe file name, never one collect's own part files use."""
+    name = safe_name(name)
+    return name + "_" if name.endswith(PART) else name
+
+
+def _screen(cap: Capture, walk, listings: Dict[Tuple[str, str], List[Tuple[str, int]]]) -> str:
+    """Why a capture's traces are not copied, whatever node they are on ("" if none); keeps folder listings."""
+    where, folder = shown(cap.manifest or cap.folder), os.path.normpath(cap.folder)
+    for t in cap.traces:
+        if not within(os.path.normpath(t.path), folder):
+            return f"{where}: the trace {shown(t.name)} ({shown(t.path)}) is outside the capture's folder " \
+                   f"{shown(cap.folder)}: never read"
+        if t.kind != "folder":
+            continue
+        try:
+            files = walk(cap, t.path)
+        except OSError as exc:
+            return f"{shown(t.path)}: cannot list its files ({exc.strerror or exc})"
+        if not isinstance(files, list):
+            return f"{shown(t.path)}: no list of its files came from {cap.node}"
+        for rel, size in files:
+            parts = rel.rstrip("/").split("/") if isinstance(rel, str) else [""]
+            if size == LINK:
+                return f"{shown(f'{t.path}/{rel}')} is a symbolic link or a special file: never followed"
+            if not isinstance(size, int) or size < -1 or any(p in ("", ".", "..") or "\0" in p for p in parts):
+                return f"{shown(t.path)}: {shown(rel)} is not a file inside it: never read"
+        listings[(cap.node, t.path)] = files
+    return ""
+
+
+def plan(captures: Sequence[Capture], walk) -> Tuple[List[Item], List[str]]:
+    """The files to copy and notes; ``walk(capture, path)`` lists (relative path, size) of a folder trace's files.
+
+    The same file seen twice (a folder two nodes share) is copied once; two
+    different files bound for one name stop the collect.
+    """
+    items: Dict[str, Item] = {}
+    ranks: Dict[Tuple[str, Any], List[str]] = {}
+    for index, cap in enumerate(captures):
+        group = group_of(cap)
+        for t in cap.traces:
+            name = f"{group}/{dest_name(cap, t.name)}"
+            folder = t.kind == "folder"
+            for rel, size in walk(cap, t.path) if folder else [("", t.size)]:
+                rel = rel.rstrip("/")
+                dest = f"{name}/{'/'.join(_part(p) for p in rel.split('/'))}" if rel else name
+                source = os.path.normpath(os.path.join(t.path, rel) if rel else t.path)
+                item = Item(source, dest, size, index, t.path if folder else cap.folder)
+                other = items.get(dest)
+                if other is not None:
+                    if (other.size, other.source) != (size, item.source):
+                        raise CaptureError(
+                            f"two different files would both be {dest}: {shown(other.source)} on "
+                            f"{captures[other.capture].node} and {shown(item.source)} on {cap.node}",
+                            Location(shown(item.source)), "collect them into two DEST folders, one per source folder")
+                    continue
+                items[dest] = item
+        if cap.rank is not None and cap.traces:
+            ranks.setdefault((group, cap.rank), []).append(cap.steps)
+    notes = [f"{group}: rank {rank} has {len(steps)} captures (steps {', '.join(steps)}); msprof-analyze cluster "
+             f"and Holistic Trace Analysis expect one per rank: move the ones you do not want out of DEST/{group}"
+             for (group, rank), steps in sorted(ranks.items(), key=str) if len(steps) > 1]
+    return list(items.values()), notes
+
+
+def collect_here(dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None, chunk: Optional[int] = None,
+                 skip_broken: bool = False) -> Result:
+    """The captures under ``folders`` (or the default folders, see :func:`patchkit.traces.captures.search`) into ``dest``."""
+    from patchkit.traces.captures import search
+
+    caps = confine(search(folders, cwd))
+    return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken)
+
+
+# ---------------------------------------------------------------- copying
+
+
+def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], walk, chunk: Optional[int] = None,
+            skip_broken: bool = False) -> Result:
+    """Copy ``captures`` into ``dest``.  ``sources``: node -> :class:`Source`; ``walk`` as for :func:`plan`."""
+    dest = os.path.abspath(dest)
+    chunk = chunk or CHUNK
+    inside = os.path.realpath(dest) + os.sep  # DEST under a searched folder: its copies are not captures to collect
+    listings: Dict[Tuple[str, str], List[Tuple[str, int]]] = {}
+    captures = [c if c.problem else c._replace(problem=_screen(c, walk, listings))
+                for c in unique(sorted((c for c in captures if not os.path.realpath(c.where).startswith(inside)),
+                                       key=lambda c: bool(c.problem)))]  # a refused twin never hides a good one
+    broken = [c for c in captures if c.problem]
+    if broken and not skip_broken:
+        first = broken[0]
+        more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+        raise CaptureError(f"{shown(first.problem, 4000)}{more}; nothing was copied", None,  # it names its file
+                           "move the broken capture aside, or pass --skip-broken to collect the others")
+    good = [c for c in captures if not c.problem]
+    if not good:
+        raise CaptureError("no capture to collect", Location(dest), "see `patchkit traces` for what was found")
+    recorded = journal.read(dest)
+    items, notes = plan(good, lambda cap, path: listings[(cap.node, path)])
+    # everything that could stop the collect is checked before the first byte is written
+    keep = _check_existing(dest, items, good, sources, recorded) if os.path.isdir(dest) else {}
+    os.makedirs(dest, exist_ok=True)
+    if not os.path.lexists(os.path.join(dest, journal.JOURNAL)):
+        journal.start(dest)
+    done: List[Copied] = []
+    for item in items:
+        cap = good[item.capture]
+        target = os.path.join(dest, *journal.parts_of(item.dest))
+        if item.size < 0:  # a folder of a torch_npu capture (empty ones too)
+            os.close(journal.folder(dest, item.dest))
+            continue
+        if item.dest in keep:
+            done.append(Copied(target, item.source, cap.node, item.size, "already there", item.capture))
+            if item.dest not in recorded:
+                journal.append(dest, keep[item.dest])
+            continue
+        entry = _copy(sources[cap.node], item, dest, chunk)
+        journal.append(dest, dict(entry, **{"node": cap.node}))
+        done.append(Copied(target, item.source, cap.node, item.size, "copied", item.capture))
+    written = [m for m in (_manifest(dest, cap) for cap in good) if m]
+    groups = sorted({group_of(c) for c in good})
+    return Result(dest, tuple(good), tuple(done), tuple(written), tuple(groups), tuple(notes),
+                  tuple(c for c in captures if c.problem))
+
+
+def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], sources: Dict[str, Source],
+                    recorded: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The files already in DEST that are these captures' (kept); any other file in the way stops the collect."""
+    keep: Dict[str, Dict[str, Any]] = {}
+    for group in sorted({group_of(c) for c in caps}):  # where the manifests go, after the traces
+        if journal.what_is(dest, f"{group}/{manifest.FOLDER}")[0] not in ("missing", "folder"):
+            where = os.path.join(dest, group, manifest.FOLDER)
+            raise CaptureError(f"{where} is not a folder patchkit collect made", Location(where),
+                               "move it aside, or collect into a new folder; nothing was written")
+    for item in items:
+        kind, size, digest = journal.what_is(dest, item.dest)
+        if kind == "missing" or (item.size < 0 and kind == "folder"):
+            continue
+        target, cap = os.path.join(dest, *item.dest.split("/")), caps[item.capture]
+        known = recorded.get(item.dest)
+        if known is not None and (known.get("size"), known.get("sha256")) == (size, digest) and size == item.size:
+            keep[item.dest] = known  # copied and checked by an earlier run, and unchanged since
+            continue
+        if item.size < 0 or kind != "file" or (size, digest) != sources[cap.node].digest(item.source, item.root):
+            raise CaptureError(f"{target} is already there and differs from {shown(item.source)} on {cap.node}",
+                               Location(target), "it is not replaced: collect into a new folder, or move that file "
+                                                 "aside; nothing was written")
+        keep[item.dest] = {"file": item.dest, "size": size, "sha256": digest, "from": item.source, "node": cap.node}
+    return keep
+
+
+def _copy(source: Source, item: Item, dest: str, chunk: int) -> Dict[str, Any]:
+    """One file copied to ``<name>.patchkit-part`` in DEST, checked, then linked to its name (never replacing one)."""
+    parent, _, name = item.dest.rpartition("/")
+    fd = journal.folder(dest, parent)
+    part, h, written = name + PART, hashlib.sha256(), 0
+    try:
+        try:
+            os.unlink(part, dir_fd=fd)  # a part file of a killed run is started again, never trusted
+        except FileNotFoundError:
+            pass
+        with journal.create(fd, part) as handle:
+            for data in source.chunks(item.source, item.size, chunk, item.root):
+                handle.write(data)
+                h.update(data)
+                written += len(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        size, digest = source.digest(item.source, item.root)
+        if (written, h.hexdigest()) != (size, digest) or os.stat(part, dir_fd=fd).st_size != size:
+            os.unlink(part, dir_fd=fd)
+            raise CaptureError(f"the copy of {shown(item.source)} from {source.node or 'this machine'} does not "
+                               f"match it ({written} bytes, sha256 {h.hexdigest()[:12]}; the source: {size} bytes, "
+                               f"{digest[:12]}): it changed while it was copied, or the transfer failed",
+                               Location(shown(item.source)), "run the same collect again once the job has finished "
+                                                             "writing")
+        os.link(part, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)  # never replaces a file
+        os.unlink(part, dir_fd=fd)
+    except OSError as exc:
+        target = os.path.join(dest, *item.dest.split("/"))
+        raise CaptureError(f"cannot write {target}: {exc.strerror or exc}", Location(target),
+                           "DEST holds something patchkit collect did not make there: move it aside, or collect "
+                           "into a new folder") from None
+    finally:
+        os.close(fd)
+    return {"file": item.dest, "size": size, "sha256": digest, "from": item.source}
+
+
+def _manifest(dest: str, cap: Capture) -> Optional[str]:
+    """The capture's manifest in DEST (after its traces), naming the copies; None if it is there already."""
+    record = dict(cap.data) if cap.data else {
+        "format": manifest.FORMAT, "kind": manifest.KIND, "recipe": "", "key": "", "role": "",
+        "backend": cap.backend, "rank": cap.rank, "host": cap.host, "pid": cap.pid, "steps": None,
+        "note": "written by patchkit collect: the trace was found without a manifest"}
+    record["traces"] = [{"name": dest_name(cap, t.name), "kind": t.kind, "size": t.size, "files": t.files}
+                        for t in cap.traces]
+    record["collected_from"] = {"node": cap.node, "folder": cap.folder, "manifest": cap.manifest,
+                                "traces": [t.path for t in cap.traces]}
+    first = dest_name(cap, cap.traces[0].name if cap.traces else
+                      os.path.basename(cap.manifest or "capture.json")[: -len(".json")])
+    data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8", "backslashreplace")
+    return journal.write_new(dest, f"{group_of(cap)}/{manifest.FOLDER}", manifest.capture_name(first), data)

@@ -1,0 +1,376 @@
+"""The command line, through click's CliRunner, on fixture trees shaped like the real packages."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from patchkit.cli.main import main
+
+from conftest import snapshot
+
+DP = "verl/workers/actor/dp_actor.py"
+
+
+def run(*args, ok=True):
+    result = CliRunner().invoke(main, list(args))
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def test_list_shows_the_five_seed_recipes():
+    out = run("list").output
+    for rid in ("vllm-ascend-decode", "sglang-forward", "verl-fsdp-logprob", "verl-fsdp-update", "verl-megatron-update"):
+        assert rid in out
+    data = json.loads(run("list", "--json").output)
+    update = next(r for r in data if r["id"] == "verl-fsdp-update")
+    assert update["options"]["granularity"] == {"choices": ["mini", "micro"], "default": "mini"}
+    assert update["package"] == "verl" and update["versions"] == ">=0.4,<0.8"
+
+
+def test_show_prints_settings_inserted_lines_and_notes():
+    out = run("show", "verl-fsdp-logprob", "role=ref", "schedule.active=2").output
+    assert "option role = ref" in out
+    assert "active: 2" in out
+    assert 'if self.actor_optimizer is None: _patchkit_runtime.step("verl-fsdp-logprob/ref")' in out
+    assert "global_profiler.steps: null" in out
+
+
+def test_diff_prints_a_patch_and_writes_nothing(tree, patchkit_home):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    result = run("diff", "verl-fsdp-update", "--root", str(root))
+    assert result.stdout.startswith(f"--- a/{DP}\n+++ b/{DP}\n")
+    added = [ln for ln in result.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert len(added) == 11 and all("patchkit" in ln for ln in added)  # 9 header lines, start and step
+    assert "1 file(s) would change" in result.stderr
+    assert snapshot(root) == before
+    assert not (patchkit_home / "ledger.json").exists()
+
+
+def test_apply_twice_status_and_revert_all_restore_the_exact_bytes(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    target = root / DP
+    mode = target.stat().st_mode
+    out = run("apply", "verl-fsdp-update", "--root", str(root), "granularity=micro", "schedule.active=2")
+    assert "patched:" in out.stderr and "note:" in out.stderr
+    patched = target.read_bytes()
+    compile(patched, str(target), "exec")
+    new_lines = set(patched.decode().splitlines()) - set(before[DP].decode().splitlines())
+    assert new_lines and all("patchkit" in ln for ln in new_lines)
+    assert target.stat().st_mode == mode
+
+    again = run("apply", "verl-fsdp-update", "--root", str(root), "granularity=micro", "schedule.active=2")
+    assert "already applied" in again.stderr
+    assert target.read_bytes() == patched
+
+    status = run("status").output
+    assert "verl-fsdp-update" in status and "applied" in status and str(target) in status
+    data = json.loads(run("status", "--json").output)
+    assert data["files"][0]["recipes"]["verl-fsdp-update"]["choices"] == {"granularity": "micro"}
+    assert data["files"][0]["state"] == "applied"
+
+    run("revert", "--all")
+    assert snapshot(root) == before
+    assert "nothing applied" in run("status").output
+
+
+def test_two_recipes_on_one_file_revert_one_by_one(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    run("apply", "verl-fsdp-update", "--root", str(root))
+    only_update = (root / DP).read_bytes()
+    run("apply", "verl-fsdp-logprob", "--root", str(root), "role=ref")
+    assert (root / DP).read_bytes() != only_update
+    run("revert", "verl-fsdp-logprob")
+    assert (root / DP).read_bytes() == only_update
+    run("revert", "verl-fsdp-update")
+    assert snapshot(root) == before
+
+
+def test_reapply_with_new_settings_updates_in_place(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    run("apply", "verl-fsdp-update", "--root", str(root))
+    out = run("apply", "verl-fsdp-update", "--root", str(root), "schedule.wait=5")
+    assert "updated:" in out.stderr
+    assert "wait=5" in (root / DP).read_text()
+    run("revert", "--all")
+    assert snapshot(root) == before
+
+
+def test_version_outside_the_range_names_version_range_and_the_recipe_to_use(tree):
+    root = tree("verl-0.9")
+    before = snapshot(root)
+    result = run("apply", "verl-fsdp-update", "--root", str(root), ok=False)
+    assert result.exit_code == 1
+    assert "verl 0.9.1 is installed" in result.stderr and ">=0.4,<0.8" in result.stderr
+    assert "verl-engine-update" in result.stderr
+    assert "Traceback" not in result.output
+    assert snapshot(root) == before
+
+
+def test_missing_anchor_points_at_the_target_file_line(tree):
+    root = tree("verl-0.6")
+    target = root / DP
+    text = target.read_text().replace("self._optimizer_step()", "self._optimizer_stepped()")
+    target.write_text(text)
+    before = snapshot(root)
+    result = run("apply", "verl-fsdp-update", "--root", str(root), ok=False)
+    assert result.exit_code == 1
+    assert f"error: {target}:" in result.stderr
+    assert "no statement calling self._optimizer_step in DataParallelPPOActor.update_policy" in result.stderr
+    assert "verl 0.6.1" in result.stderr
+    assert snapshot(root) == before
+
+
+def test_errors_have_no_traceback_unless_debug(tree):
+    result = run("apply", "no-such-recipe", ok=False)
+    assert result.exit_code == 1 and "no built-in recipe 'no-such-recipe'" in result.stderr
+    assert "Traceback" not in result.output
+    debug = CliRunner().invoke(main, ["--debug", "apply", "no-such-recipe"])
+    assert debug.exit_code != 0 and debug.exception is not None
+
+
+def test_unknown_override_lists_the_valid_keys(tree):
+    root = tree("verl-0.6")
+    result = run("diff", "verl-fsdp-update", "--root", str(root), "schedule.actve=2", ok=False)
+    assert result.exit_code == 1
+    assert "unknown override key 'schedule.actve'" in result.stderr
+    assert "schedule.active" in result.stderr and "granularity" in result.stderr
+
+
+def test_package_not_installed_says_how_to_point_at_it():
+    result = run("diff", "sglang-forward", ok=False)
+    assert result.exit_code == 1
+    assert "sglang is not installed in this environment" in result.stderr and "--root" in result.stderr
+
+
+def test_read_only_target_is_refused_and_nothing_changes(tree, patchkit_home, monkeypatch):
+    import os
+
+    root = tree("verl-0.6")
+    target = root / DP
+    before = snapshot(root)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(target) else real_access(p, mode))
+    result = run("apply", "verl-fsdp-update", "--root", str(root), ok=False)
+    assert result.exit_code == 1
+    assert f"{target}: the file (or its folder) is not writable" in result.stderr
+    assert snapshot(root) == before
+    assert "nothing applied" in run("status").output
+
+
+def test_revert_of_something_not_applied_says_so():
+    result = run("revert", "verl-fsdp-update", ok=False)
+    assert result.exit_code == 1 and "not applied" in result.stderr
+
+
+def test_revert_with_neither_recipes_nor_all_is_a_usage_error(tree, patchkit_home):
+    from patchkit import api
+    from patchkit.core.errors import PatchkitError
+
+    root = tree("verl-0.6")
+    run("apply", "verl-fsdp-update", "--root", str(root))
+    patched = snapshot(root)
+    for extra in ((), ("--force",), ("--root", str(root)), ("--ray", "auto")):
+        result = run("revert", *extra, ok=False)
+        assert result.exit_code == 2, (extra, result.output)
+        assert "Usage:" in result.stderr and "say which recipes to revert, or --all" in result.stderr
+        assert "Traceback" not in result.output
+    assert snapshot(root) == patched
+    with pytest.raises(PatchkitError, match="say which recipes to revert, or --all"):
+        api.revert([])
+
+
+def test_usage_errors_exit_2():
+    assert run("apply", ok=False).exit_code == 2
+    assert run("diff", "verl-fsdp-update", "--backend", "cuda", ok=False).exit_code == 2
+
+
+def test_recipe_from_a_file_path(tree, tmp_path):
+    from conftest import RECIPES
+
+    root = tree("verl-0.6")
+    mine = tmp_path / "my-update.yaml"
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace("id: verl-fsdp-update", "id: my-update"))
+    out = run("diff", str(mine), "--root", str(root)).stdout
+    assert "# patchkit:my-update" in out
+
+
+def test_patchkit_test_runs_every_example():
+    out = run("test").output
+    assert out.strip().splitlines()[-1].endswith(" passed, 0 failed")
+
+
+# ------------------------------------------------------------------ end to end, in subprocesses
+
+def cli(*args, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "patchkit", *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+@pytest.mark.parametrize("tool", ["git", "patch"])
+def test_end_to_end_diff_applies_with_git_and_patch_like_apply_does(tree, tmp_path, tool, patchkit_home):
+    if shutil.which(tool) is None:
+        pytest.fail(f"{tool} is needed for this test")
+    import os
+
+    env = dict(os.environ, PATCHKIT_HOME=str(patchkit_home))
+    root = tree("verl-0.6")
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    diff = cli("diff", "verl-fsdp-update", "granularity=micro", "--root", str(root), env=env)
+    assert diff.returncode == 0, diff.stderr
+    patch_file = tmp_path / "p.patch"
+    patch_file.write_text(diff.stdout)
+    if tool == "git":
+        done = subprocess.run(["git", "apply", str(patch_file)], cwd=copy, capture_output=True, text=True)
+    else:
+        done = subprocess.run(["patch", "-p1", "-i", str(patch_file)], cwd=copy, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    applied = cli("apply", "verl-fsdp-update", "granularity=micro", "--root", str(root), env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert snapshot(copy) == snapshot(root)
+    status = cli("status", env=env)
+    assert "verl-fsdp-update" in status.stdout
+    assert cli("revert", "--all", env=env).returncode == 0
+    bad = cli("validate", str(patch_file), env=env)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------ what a new user trips on
+
+import os  # noqa: E402
+
+import realwheels  # noqa: E402
+
+
+def _real_copy(tmp_path, dist, version):
+    dest = tmp_path / f"{dist}-{version}"
+    shutil.copytree(realwheels.release_root(dist, version), dest)
+    return dest
+
+
+def test_a_failing_command_prints_its_error_first_and_no_notes(tmp_path):
+    """verl 0.9.1 is outside verl-fsdp-update's range: the error comes first, the recipe's notes not at all."""
+    root = _real_copy(tmp_path, "verl", "0.9.1")
+    before = snapshot(root)
+    for args in (["apply", "verl-fsdp-update", "--root", str(root)],
+                 ["diff", "verl-fsdp-update", "--root", str(root)],
+                 ["show", "verl-fsdp-update", "schedule.active=0"]):
+        result = run(*args, ok=False)
+        assert result.exit_code == 1, args
+        assert result.stderr.startswith("error: "), (args, result.stderr)
+        assert "note:" not in result.output, args
+    assert snapshot(root) == before
+
+
+def test_apply_prints_the_notes_after_its_outcome_in_a_real_process(tmp_path, patchkit_home):
+    root = _real_copy(tmp_path, "verl", "0.4.1")
+    env = dict(os.environ, PATCHKIT_HOME=str(patchkit_home))
+    failed = cli("apply", "verl-fsdp-update", "--root", str(_real_copy(tmp_path, "verl", "0.8.0")), env=env)
+    assert failed.returncode == 1 and failed.stderr.startswith("error: ") and "note:" not in failed.stderr
+    done = cli("apply", "verl-fsdp-update", "--root", str(root), env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    notes = [i for i, line in enumerate(lines) if line.startswith("note: ")]
+    summary = next(i for i, line in enumerate(lines) if line.startswith("verl-fsdp-update: 1 file(s) patched"))
+    assert lines[0].startswith("patched: ") and notes and min(notes) > summary
+
+
+def test_show_names_the_file_the_plan_picks_in_each_release():
+    for version, picked in (("0.9.1", "worker_v1.py"), ("0.11.0", "worker_v1.py"), ("0.13.0", "worker.py")):
+        root = realwheels.release_root("vllm-ascend", version)
+        out = run("show", "vllm-ascend-decode", "--root", str(root)).output
+        line = next(ln for ln in out.splitlines() if ln.startswith("patches:"))
+        assert line == f"patches:  {(root / 'vllm_ascend' / 'worker' / picked).resolve()}", version
+        assert f"(vllm-ascend {version}, from vllm-ascend metadata in {root.resolve()})" in out
+    both = realwheels.release_root("vllm-ascend", "0.9.1")  # ships worker.py too: the V0 worker, not picked
+    assert (both / "vllm_ascend/worker/worker.py").is_file()
+
+
+def test_show_says_why_no_file_is_shown(tmp_path):
+    refused = run("show", "verl-fsdp-update", "--root", str(realwheels.release_root("verl", "0.9.1"))).output
+    assert "patches:  no file shown: verl 0.9.1 is installed" in refused and "hint: use verl-engine-update" in refused
+    assert "schedule.wait: 0" in refused  # the rest of show is still there
+    missing = run("show", "verl-fsdp-update", "--root", str(tmp_path)).output
+    assert f"patches:  no file shown: no package verl under {tmp_path.resolve()}" in missing
+    here = run("show", "sglang-forward").output
+    assert "patches:  no file shown: sglang is not installed in this environment" in here
+
+
+def test_show_looks_in_this_environment_and_parses_nothing_when_the_package_is_missing(monkeypatch):
+    import patchkit
+
+    with monkeypatch.context() as blocked:  # any import of the engine or libcst now fails
+        blocked.setitem(sys.modules, "libcst", None)
+        blocked.setitem(sys.modules, "patchkit.engine.codemod", None)
+        blocked.delattr(patchkit, "engine", raising=False)
+        assert run("diff", "vllm-ascend-decode", "--root", str(realwheels.release_root("vllm-ascend", "0.23.0")),
+                   ok=False).exit_code != 0  # the block works
+        out = run("show", "vllm-ascend-decode").output
+        assert "patches:  no file shown: vllm_ascend is not installed in this environment" in out
+    root = realwheels.release_root("sglang", "0.5.23")
+    monkeypatch.syspath_prepend(str(root))
+    out = run("show", "sglang-forward").output
+    assert f"patches:  {(root / 'sglang/srt/model_executor/model_runner.py').resolve()}" in out
+
+
+def test_list_aligns_every_column():
+    lines = run("list").output.splitlines()
+    recipes = json.loads(run("list", "--json").output)
+    assert len(lines) == len(recipes) > 2
+    assert len({len(f"{r['distribution']} {r['versions']}") for r in recipes}) > 1  # ranges of several widths
+    second, third = set(), set()
+    for line, r in zip(lines, recipes):
+        package = f"{r['distribution']} {r['versions']}"
+        assert line.startswith(r["id"] + "  ")
+        start = line.index(package, len(r["id"]))
+        second.add(start)
+        rest = line[start + len(package):]
+        third.add(start + len(package) + len(rest) - len(rest.lstrip(" ")))
+        assert len(rest) - len(rest.lstrip(" ")) >= 2
+    assert len(second) == 1 and len(third) == 1, lines
+
+
+@pytest.mark.parametrize("command", ["show", "diff", "apply"])
+def test_every_command_taking_overrides_says_what_they_are(command):
+    out = run(command, "--help").output
+    assert f"Usage: main {command} [OPTIONS] RECIPE [KEY=VALUE]..." in out
+    text = " ".join(out.split())
+    assert "KEY=VALUE: dotted recipe settings, values read as YAML: schedule.wait=2 profiler.level=level1" in text
+    assert "granularity=micro" in text and "`patchkit show RECIPE` lists a recipe's keys and options" in text
+
+
+def test_show_lists_the_keys_as_they_are_typed():
+    out = run("show", "verl-fsdp-update", "profiler.contents=[npu]", "schedule.wait=3").output
+    lines = out.splitlines()
+    for line in ("  profiler.contents: [npu]", "  schedule.wait: 3", "  profiler.analysis: true"):
+        assert line in lines
+    assert any(ln.startswith("option granularity = mini  (choices: mini, micro)") for ln in lines)
+
+
+@pytest.mark.parametrize("package,distribution", [("click", "click"), ("yaml", "pyyaml"), ("libcst", "libcst"),
+                                                  ("git", "gitpython"), ("patchkit", "patchkit-profiler")])
+def test_apply_warns_when_the_target_is_patchkits_own_dependency(tmp_path, package, distribution):
+    root = tmp_path / "site"
+    (root / package).mkdir(parents=True)
+    (root / package / "core.py").write_text("class Command:\n    def main(self):\n        return 1\n")
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(f"id: probe\ndescription: d\ntarget: {{package: {package}, files: [{package}/core.py]}}\n"
+                      "backend: torch\npoints: [{class: Command, method: main, at: method_start}]\n")
+    result = run("apply", str(recipe), "--root", str(root))
+    warnings = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 1 and f"{package} ({distribution})" in warnings[0] and "profiles patchkit itself" in warnings[0]
+    assert b"patchkit" in (root / package / "core.py").read_bytes()  # a warning, not a refusal
+
+
+def test_apply_to_a_training_package_gives_no_such_warning(tree):
+    assert "own code or one of its dependencies" not in run("apply", "verl-fsdp-update", "--root", str(tree("verl-0.6"))).stderr
