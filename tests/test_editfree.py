@@ -57,7 +57,7 @@ def test_nothing_is_planned_where_the_recipe_does_not_fit(tmp_path, home):
     assert not (home / runcache.CACHE).exists()
 
 
-def test_a_process_without_the_cache_rebuilds_it_once_and_the_next_one_parses_nothing(tmp_path, home):
+def test_a_process_without_the_cache_has_it_rebuilt_once_without_loading_the_engine_itself(tmp_path, home):
     site = tmp_path / "site"
     shutil.copytree(SAMPLE, site)
     spec = _prepare(site)
@@ -66,7 +66,9 @@ def test_a_process_without_the_cache_rebuilds_it_once_and_the_next_one_parses_no
     check = ("import sys, verl.workers.actor.dp_actor as m; "
              "print(hasattr(m, '_patchkit_runtime'), 'libcst' in sys.modules)")
     first = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
-    assert first.stdout.split() == ["True", "True"], first.stderr  # the engine, once
+    assert first.stdout.split() == ["True", "False"], first.stderr  # the engine, once, in a process of its own
+    assert (home / runcache.CACHE / runcache.cache_name(spec["modules"][next(iter(spec["modules"]))]["sha256"],
+                                                        spec["key"])).is_file()
     second = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
     assert second.stdout.split() == ["True", "False"], second.stderr
 
@@ -110,7 +112,7 @@ def test_a_rebuilt_text_that_is_not_the_planned_one_is_neither_executed_nor_cach
     shutil.rmtree(home / runcache.CACHE)  # another node, whose engine makes another text than the planner's
     entry["patched_sha256"] = hashlib.sha256(b"what the planning process made").hexdigest()
     done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=_child_env(spec, site))
-    assert done.stdout.split() == ["False", "True"], done.stderr  # rebuilt (the engine ran), refused
+    assert done.stdout.split() == ["False", "False"], done.stderr  # rebuilt (the engine ran elsewhere), refused
     (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("[patchkit]")]  # not the job's own warnings
     assert "rebuilt patched text" in line and "not the one `patchkit run` planned" in line
     assert not list((home / runcache.CACHE).glob("*.py"))  # nothing stored for later processes to trust

@@ -204,6 +204,7 @@ TESTED_IN = {
     "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
     "patchkit.demo.train": "test_demo",
     "patchkit.cluster.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
+    "patchkit.hook.rebuild": "test_editfree",  # a node without the run cache has an entry rebuilt, for real
     "patchkit.hook._run": "test_importhook",  # the folder `patchkit run` puts on PYTHONPATH
     "patchkit.hook._run.sitecustomize": "test_importhook",  # run at start-up by every process of the command
     "patchkit.cluster.capture": "test_cli_capture",  # capture --ray on a real two-node cluster

@@ -2,6 +2,6 @@
 
 - :mod:`.editfree`: the parent's side: plan every file, fill the cache, the child's environment.
 - :mod:`.importhook`, :mod:`.runcache`: the job's side: the cached text, checked against its hash,
-  compiled under the file's own name.
+  compiled under the file's own name; :mod:`.rebuild`: a missing entry made in a process of its own.
 - ``_run/sitecustomize.py``: what ``PYTHONPATH`` brings into every Python the job starts.
 """

@@ -2,11 +2,11 @@
 
 ``$PATCHKIT_HOME/run-cache/<source sha256>-<recipe key>.py``, written
 atomically by `patchkit run` (or, on a node without it, by the first process
-that imports the module: :func:`rebuild`) and read by every later process.
+that imports the module: :func:`rebuild`, in a process of its own) and read by every later process.
 An entry is data, not trusted code: the import hook executes it only when
 its sha256 is the one the planning process recorded (:func:`text_sha256`).
 
-Standard library only, but :func:`rebuild`, which imports the engine.
+Standard library only: the engine runs in :mod:`patchkit.hook.rebuild`'s process, never in the job's.
 """
 
 from __future__ import annotations
@@ -51,27 +51,22 @@ def read(path: str) -> bytes:
 
 
 def rebuild(spec: Dict[str, Any], name: str, source: bytes, path: str, expected: Optional[str] = None) -> str:
-    """The patched text of module ``name`` from its ``source``, made with the engine and stored at ``path``.
+    """The patched text of module ``name``, made by ``python -m patchkit.hook.rebuild`` in a process of its own
+    (which stores it at ``path`` when its sha256 is ``expected``): the engine never loads in the job's process."""
+    import base64
+    import json
+    import subprocess
+    import sys
 
-    With ``expected`` (the sha256 the planning process recorded), a text that is not that one is returned
-    but not stored: the caller refuses it, and no later process reads it from the cache.
-    """
-    from patchkit.engine.codemod import transform
-    from patchkit.core.model import Applied
-    from patchkit.engine.marks import decode
-    from patchkit.recipe.load import parse_recipe
-    from patchkit.recipe.yamlpos import load
-
-    data, marks = load(spec["recipe"], spec["path"])
-    settings = parse_recipe(data, marks, spec["path"], spec["overrides"])
-    points = settings.active_points()
-    text, _encoding = decode(source, Path(path))
-    result = transform(text, settings, [points[i] for i in spec["modules"][name]["points"]], path)
-    if not isinstance(result, Applied):
-        raise RuntimeError(f"the recipe does not apply to {name} here: {getattr(result, 'reason', 'already applied')}")
-    if expected is None or text_sha256(result.text) == expected:
-        write(path, result.text)
-    return result.text
+    ask = {"spec": spec, "name": name, "source": base64.b64encode(source).decode("ascii"), "path": path,
+           "expected": expected}
+    env = {k: v for k, v in os.environ.items() if k != "PATCHKIT_RUN"}  # the rebuilding process is not patched
+    done = subprocess.run([sys.executable, "-m", "patchkit.hook.rebuild"], input=json.dumps(ask).encode("utf-8"),
+                          capture_output=True, env=env, timeout=300)
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(f"rebuilding its patched text failed: {lines[-1] if lines else done.returncode}")
+    return done.stdout.decode("utf-8")
 
 
 def write(path: str, text: str) -> None:
