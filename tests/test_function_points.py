@@ -16,6 +16,7 @@ from patchkit.cli.main import main
 from patchkit.engine.codegen import header_lines
 from patchkit.engine.codemod import strip, transform
 from patchkit.core.errors import RecipeError
+from patchkit.recipe import schema as recipe_schema
 from patchkit.core.model import AlreadyApplied, Applied, CannotApply
 from patchkit.recipe.load import load_recipe
 
@@ -382,7 +383,7 @@ def test_a_point_names_a_method_or_a_function_never_both_nor_neither(tmp_path, p
 
 def test_the_schema_takes_a_function_point_and_refuses_both_or_neither():
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
+    schema = json.loads(recipe_schema.PATH.read_text())
     recipe = yaml.safe_load(RECIPE)
     jsonschema.validate(recipe, schema)
     for bad in ({"function": "f", "class": "A", "method": "m", "at": "method_start"},

@@ -21,7 +21,7 @@ import libcst as cst
 from patchkit.engine import codegen
 from patchkit.engine.marks import applied_ids, is_own_line, split_lines, strip  # noqa: F401  (applied_ids re-exported)
 from patchkit.core.model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
-from patchkit.engine.points import KINDS, Decorate, NotFound, Positions, Scan, describe
+from patchkit.engine.points import FINDERS, Decorate, NotFound, Positions, Scan, describe
 from patchkit.engine.points.lookup import Missing, find_function
 
 
@@ -103,7 +103,7 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
     """Each point's statement (or decorator), handed to the transformer with the place it goes."""
     for point in points:
         try:
-            sites = KINDS[point.at].find(scan, point)
+            sites = FINDERS[point.at](scan, point)
         except NotFound as exc:
             raise _Failed(exc.reason, exc.line) from None
         for site in sites:

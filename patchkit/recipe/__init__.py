@@ -1,8 +1,9 @@
-"""Recipes: YAML to a validated recipe, errors at ``recipe.yaml:line:col``.
+"""Recipes: YAML to a validated recipe, errors at ``recipe.yaml:line:col``.  No libcst here.
 
 - :mod:`.load`: ``load``, ``load_recipe``, ``all_recipes``: a recipe with its overrides, as ``Settings``.
 - :mod:`.reader`, :mod:`.yamlpos`: typed YAML access with positions; :mod:`.files`: a recipe file within bounds.
-- :mod:`.parts` (options, roles, examples), :mod:`.points` (points), :mod:`.guards` (guard expressions).
+- :mod:`.parts` (options, roles, examples), :mod:`.points` (points), :mod:`.kinds` (the kinds of point and
+  their examples), :mod:`.guards` (guard expressions).
 - :mod:`.overrides`: ``KEY=VALUE`` from the command line; :mod:`.versions`: version ranges (``packaging``).
 - :mod:`.catalogue`: the built-in recipes' targets, read quickly; :mod:`.schema`: ``recipe.schema.json``.
 - :mod:`.replicas`: which rollout replicas a recipe records.

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from patchkit.core import model as m
 from patchkit.core import vocabulary as v
-from patchkit.engine.points import KINDS, Kind
+from patchkit.recipe.kinds import KINDS, Kind
 from patchkit.recipe import parts as recipe_parts
 from patchkit.recipe.reader import Reader, check_relative, is_dotted, is_identifier
 

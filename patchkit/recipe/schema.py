@@ -8,7 +8,7 @@ here, so the schema cannot fall behind the loader:
 * ``profiler`` and ``schedule``: one property per row of
   :mod:`patchkit.core.vocabulary`, with its type, allowed words, minimum, default
   and help;
-* a point's ``at`` and ``action``: the kinds of ``patchkit.engine.points`` and ``vocabulary.ACTIONS``.
+* a point's ``at`` and ``action``: the kinds of ``patchkit.recipe.kinds`` and ``vocabulary.ACTIONS``.
 
 After changing any of those, rewrite the shipped file with::
 
@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional
 
 from patchkit.runtime import backends
 from patchkit.core import vocabulary as v
-from patchkit.engine.points import KINDS
+from patchkit.recipe.kinds import KINDS
 
 PATH = Path(__file__).with_name("recipe.schema.json")
 

@@ -1,13 +1,8 @@
-"""Injection points: each kind declared by the module that finds it, in :data:`KINDS` under its YAML word.
+"""Injection points: the finder of each kind that :mod:`patchkit.recipe.kinds` declares, in :data:`FINDERS`.
 
 The finders: :mod:`.method` (the method's start, end and every way out), :mod:`.calls` (next to a call),
 :mod:`.loops` (before a loop, first or last line of its body), :mod:`.ranges` (around a call or the method);
-:mod:`.registry` holds the declarations, :mod:`.lookup` finds classes, methods and functions.
-
-A kind (:class:`Kind`) says what a recipe's ``at:`` names, the keys it
-needs, the actions it allows, how it names itself, and VALID / INVALID
-examples that the test suite runs for every kind (``tests/test_points.py``).
-Recipe validation, the JSON schema and the engine read :data:`KINDS`.
+:mod:`.registry` holds :data:`FINDERS`, :mod:`.lookup` finds classes, methods and functions.
 
 Each finder gets a :class:`Scan` of one function on libcst's tree (its
 blocks, statements and loops; its calls and yields when asked; nested
@@ -257,7 +252,8 @@ class _Expressions(cst.CSTVisitor):
         self.yields.append(node)
 
 
-from patchkit.engine.points.registry import KINDS, Example, Kind, describe, kind  # noqa: E402,F401  (the kinds' declarations)
+from patchkit.engine.points.registry import FINDERS  # noqa: E402,F401  (each kind's finder, by its name)
+from patchkit.recipe.kinds import KINDS, Example, Kind, describe  # noqa: E402,F401  (the kinds' declarations)
 
 
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
@@ -271,7 +267,4 @@ def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     return found
 
 
-from patchkit.engine.points import method  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)
-from patchkit.engine.points import calls  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)
-from patchkit.engine.points import loops  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)
-from patchkit.engine.points import ranges  # noqa: E402,F401,I001  (declare the kinds, in the order they are listed)
+from patchkit.engine.points import calls, loops, method, ranges  # noqa: E402,F401,I001  (register the finders)

@@ -13,7 +13,7 @@ import libcst as cst
 
 from patchkit.core.model import LoopSelector, Point
 from patchkit.engine.points import Loop, NotFound, Scan, Site, dotted, expect
-from patchkit.engine.points.registry import Example, kind
+from patchkit.engine.points.registry import finds
 from patchkit.engine.points.method import last_statement
 
 
@@ -83,44 +83,19 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
     raise NotFound("; ".join(f.reason for f in failures), failures[0].line)
 
 
-_LOOP = "class A:\n    def run(self, batches):\n        for i, mb in enumerate(batches):\n            self.work(mb)\n"
-_OVER = {"iter": "batches"}
-_STEP = '_patchkit_runtime.step("k")  # patchkit:k\n'
 
 
-@kind("before_loop", "the line before the loop `loop:` selects", needs=("loop",), valid=[
-    Example(_LOOP, {"at": "before_loop", "loop": _OVER, "action": "start"},
-            after="class A:\n    def run(self, batches):\n        "
-                  '_patchkit_runtime.start("k")  # patchkit:k\n'
-                  "        for i, mb in enumerate(batches):\n            self.work(mb)\n"),
-], invalid=[
-    Example(_LOOP, {"at": "before_loop", "loop": {"iter": "other"}}, reason="no loop over other in A.run"),
-])
+@finds('before_loop')
 def before_loop(scan: Scan, point: Point) -> List[Site]:
     return [Site(lp.block, lp.index, lp.owner) for lp in _choose(scan, point)]
 
 
-@kind("loop_start", "the first line of the body of the loop `loop:` selects", needs=("loop",), valid=[
-    Example(_LOOP, {"at": "loop_start", "loop": {"target": "mb"}},
-            after="class A:\n    def run(self, batches):\n        for i, mb in enumerate(batches):\n"
-                  "            " + _STEP + "            self.work(mb)\n"),
-], invalid=[
-    Example(_LOOP, {"at": "loop_start", "loop": {"calls": "self.rest"}}, reason="no loop innermost calling self.rest"),
-])
+@finds('loop_start')
 def loop_start(scan: Scan, point: Point) -> List[Site]:
     return [Site(lp.node.body, 0, lp.node) for lp in _choose(scan, point)]
 
 
-@kind("loop_end", "after the last line of the body of the loop `loop:` selects, when it is reached",
-      needs=("loop",), valid=[
-    Example(_LOOP, {"at": "loop_end", "loop": {"calls": "self.work"}},
-            after="class A:\n    def run(self, batches):\n        for i, mb in enumerate(batches):\n"
-                  "            self.work(mb)\n            " + _STEP),
-], invalid=[
-    Example("class A:\n    def run(self, batches):\n        for mb in batches:\n            if not mb:\n"
-            "                continue\n            self.work(mb)\n", {"at": "loop_end", "loop": _OVER},
-            reason="has a continue at line 5"),
-])
+@finds('loop_end')
 def loop_end(scan: Scan, point: Point) -> List[Site]:
     sites = []
     for lp in _choose(scan, point):

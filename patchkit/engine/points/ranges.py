@@ -8,23 +8,11 @@ from typing import List
 
 from patchkit.core.model import Point
 from patchkit.engine.points import Decorate, NotFound, Scan, Site, expect
-from patchkit.engine.points.registry import Example, kind
-
-_WORK = "class A:\n    def run(self):\n        out = self.work()\n        return out\n"
-_RANGE = {"action": "range", "name": "work"}
+from patchkit.engine.points.registry import finds
 
 
-@kind("around_call", "a range opened right before the statement whose value is the call `call:` names, and "
-      "closed right after it", needs=("call",), actions=("range",), what="around {call}", valid=[
-    Example(_WORK, {"at": "around_call", "call": "self.work", **_RANGE},
-            after="class A:\n    def run(self):\n"
-                  '        _patchkit_runtime.range_start("k", "work")  # patchkit:k\n'
-                  "        out = self.work()\n"
-                  '        _patchkit_runtime.range_end("k", "work")  # patchkit:k\n'
-                  "        return out\n"),
-], invalid=[
-    Example(_WORK, {"at": "around_call", "call": "self.rest", **_RANGE}, reason="no statement calling self.rest"),
-])
+
+@finds('around_call')
 def around_call(scan: Scan, point: Point) -> List[Site]:
     found = expect(point, [s for s in scan.statements if s.call == point.call], "statement",
                    f"calling {point.call}", scan)
@@ -32,15 +20,7 @@ def around_call(scan: Scan, point: Point) -> List[Site]:
                                               Site(s.block, s.index + 1, s.owner, "close"))]
 
 
-@kind("method", "a range around every call of the method: a decorator that closes it on every way out",
-      actions=("range",), what="around the whole", valid=[
-    Example(_WORK, {"at": "method", **_RANGE},
-            after='class A:\n    @_patchkit_runtime.ranged("k", "work")  # patchkit:k\n'
-                  "    def run(self):\n        out = self.work()\n        return out\n"),
-], invalid=[
-    Example("class A:\n    async def run(self):\n        return 1\n", {"at": "method", **_RANGE}, reason="is async"),
-    Example("class A:\n    def run(self):\n        yield 1\n", {"at": "method", **_RANGE}, reason="is a generator"),
-])
+@finds('method')
 def whole_method(scan: Scan, point: Point) -> List[Decorate]:
     if scan.func.asynchronous is not None:
         raise NotFound(f"{scan.qualname} is async; a range wraps plain {scan.kind}s only", scan.line(scan.func))

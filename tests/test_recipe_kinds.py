@@ -1,0 +1,46 @@
+"""The kinds of point: declared without libcst, each found by exactly one finder of the engine.
+
+Commands that only read recipes (``validate``, ``list``) load the declarations and never the codemod.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit.engine.points import FINDERS
+from patchkit.recipe.kinds import KINDS, describe
+from patchkit.core.model import LoopSelector, Point
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_every_declared_kind_has_its_finder_and_every_finder_a_declaration():
+    assert list(KINDS) and set(KINDS) == set(FINDERS)
+
+
+def test_every_kind_has_a_valid_and_an_invalid_example():
+    for kind in KINDS.values():
+        assert kind.valid and kind.invalid, kind.name
+
+
+def test_a_point_is_named_as_messages_name_it():
+    point = Point(cls="A", method="run", at="loop_end", action="step", loop=(LoopSelector(iter="batches"),))
+    assert describe(point) == "step loop_end of the loop over batches in A.run"
+
+
+@pytest.mark.parametrize("args", [["validate", str(REPO / "recipes" / "verl-fsdp-update.yaml")], ["list"]],
+                         ids=["validate", "list"])
+def test_reading_recipes_loads_no_libcst_and_no_engine(args, tmp_path):
+    probe = ("import sys\nfrom click.testing import CliRunner\nfrom patchkit.cli import main\n"
+             f"result = CliRunner().invoke(main, {args!r})\n"
+             "assert result.exit_code == 0, result.output\n"
+             "print(sorted(m for m in sys.modules if m == 'libcst' or m.startswith('patchkit.engine')))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={"PATCHKIT_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin",
+                               "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
