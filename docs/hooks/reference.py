@@ -1,0 +1,302 @@
+"""MkDocs hook: the recipe reference (``docs/reference.md``), generated from patchkit's own declarations.
+
+``reference.md`` is a short hand-written introduction and markers,
+``<!-- patchkit-reference: NAME -->``; when the site is built, each marker is
+replaced by a section made from the code:
+
+* ``kinds``: the point kinds (``KINDS``: name, summary, the keys each needs,
+  the actions it allows, and its VALID and INVALID examples), from ``patchkit.recipe.kinds`` where that module exists, else
+  from ``patchkit.engine.points`` (importing it registers the kinds);
+* ``actions``: a point's ``action:`` words (``patchkit.core.vocabulary.ACTIONS``)
+  and the kinds that allow each;
+* ``settings``: every profiler and schedule setting (``vocabulary.SETTINGS``)
+  with its type, allowed values, default and help;
+* ``backends``: the registered backends (``patchkit.runtime.backends``), each
+  with its description, the settings it uses and leaves unused (as its own
+  ``plan()`` says), and the code ``patchkit show`` prints for it.
+
+A marker this hook does not know, or one missing from the page, fails the
+build, as does a kind of setting it has no wording for: the reference is
+never silently short.  ``tests/test_docs.py`` builds the site and checks that
+every kind, setting and backend is named in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Set
+
+import yaml
+from mkdocs.exceptions import PluginError
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: mkdocs.yml and the patchkit package
+PAGE = "reference.md"
+MARKER = re.compile(r"<!-- patchkit-reference: (\w+) -->")
+UNBUILT = re.compile(r"<!-- patchkit-reference: unbuilt -->.*?<!-- patchkit-reference: /unbuilt -->\n?", re.S)
+EXAMPLE_KEY = "my-recipe"  # the recipe id the backends' code is shown for
+
+
+class Declarations(NamedTuple):
+    vocabulary: Any  # patchkit.core.vocabulary
+    kinds: Dict[str, Any]  # name -> Kind
+    backends: Any  # patchkit.runtime.backends
+
+
+def declarations() -> Declarations:
+    """patchkit's declarations, from this checkout: the settings table, the point kinds and the backend registry."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        vocabulary = importlib.import_module("patchkit.core.vocabulary")
+        kinds = importlib.import_module("patchkit.recipe.kinds").KINDS
+        backends = importlib.import_module("patchkit.runtime.backends")  # registers the built-in backends
+    except Exception as exc:  # noqa: BLE001  (any import failure is a build error, said with its cause)
+        raise PluginError(f"reference: cannot import patchkit's declarations: {type(exc).__name__}: {exc}") from exc
+    return Declarations(vocabulary, dict(kinds), backends)
+
+
+# ---------------------------------------------------------------------------
+# small pieces
+
+
+def code(text: Any) -> str:
+    """``text`` as inline code (backticks inside are matched by a longer fence)."""
+    text = str(text)
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def cell(text: str) -> str:
+    """Text for a table cell: no line breaks, no bare pipes."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def value(v: Any) -> str:
+    """A setting's value as a recipe writes it (YAML)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "none"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(value(x) for x in v) + "]"
+    return str(v)
+
+
+def block(text: str, lang: str) -> List[str]:
+    return [f"```{lang}", text.rstrip("\n"), "```", ""]
+
+
+def docstring(module: Any) -> str:
+    """A module's docstring as Markdown: reST inline literals and roles made code spans, ``::`` a colon."""
+    text = inspect.getdoc(module) or ""
+    text = re.sub(r":[a-z]+:`~?\.?([^`]+)`", r"`\1`", text)
+    text = re.sub(r"``(.+?)``", lambda m: code(" ".join(m.group(1).split())), text, flags=re.S)
+    return re.sub(r"::\n", ":\n", text)
+
+
+def flow(v: Any) -> str:
+    """``v`` in YAML's one-line (flow) style."""
+    text = yaml.safe_dump(v, default_flow_style=True, sort_keys=False, width=1_000_000).strip()
+    return text[:-3].rstrip() if text.endswith("\n...") else text  # a lone scalar ends its document
+
+
+def full_point(point: Dict[str, Any]) -> Dict[str, Any]:
+    """A kind's example point as a recipe writes it: in ``class A``, method ``run``, unless it names a function."""
+    return dict(point) if "function" in point else {"class": "A", "method": "run", **point}
+
+
+def point_yaml(point: Dict[str, Any]) -> str:
+    """The point as a recipe's ``points:`` list holds it, one key a line."""
+    lines = ["points:"]
+    for n, (key, v) in enumerate(full_point(point).items()):
+        lines.append(f"{'  - ' if n == 0 else '    '}{key}: {flow(v)}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# the sections
+
+
+def kinds_section(d: Declarations) -> str:
+    default_action = d.vocabulary.DEFAULT_ACTION
+    out = ["## Point kinds", "",
+           "A point's `at:` names one of these kinds. Each is shown with the examples it declares; the tests "
+           "run every one of them. In the examples the recipe's id is `k`, and the lines patchkit adds at the "
+           "top of the module (the runtime's import and its settings) are left out.", "",
+           "| `at:` | where the line goes | needs | actions |", "|---|---|---|---|"]
+    for kind in d.kinds.values():
+        needs = ", ".join(code(f"{n}:") for n in kind.needs) or "—"
+        actions = ", ".join(code(a) for a in kind.actions)
+        out.append(f"| [{code(kind.name)}](#at-{kind.name}) | {cell(kind.summary)} | {needs} | {actions} |")
+    out.append("")
+    for kind in d.kinds.values():
+        needs = ", ".join(code(f"{n}:") for n in kind.needs)
+        actions = ", ".join(code(a) + (" (the default)" if a == default_action else "") for a in kind.actions)
+        out += [f"### {code(kind.name)} {{#at-{kind.name}}}", "",
+                f"{kind.summary[:1].upper()}{kind.summary[1:]}.", "",
+                f"- **Needs:** {needs or 'no key beyond `class:` and `method:`, or `function:`'}",
+                f"- **Actions:** {actions}", ""]
+        for n, ex in enumerate(kind.valid, 1):
+            out += [f"**Example{f' {n}' if len(kind.valid) > 1 else ''}.** The point", ""]
+            out += block(point_yaml(ex.point), "yaml")
+            out += ["on", ""] + block(ex.source, "python") + ["gives", ""] + block(ex.after, "python")
+        for ex in kind.invalid:
+            out += [f"**Refused.** The point {code(flow(full_point(ex.point)))} on", ""] + block(ex.source, "python")
+            out += [f"is refused with a reason that says {code(ex.reason)}.", ""]
+    return "\n".join(out)
+
+
+def actions_section(d: Declarations) -> str:
+    v = d.vocabulary
+    out = ["## Actions", "",
+           f"A point's `action:` says what its line does; the default is {code(v.DEFAULT_ACTION)}. "
+           "How `range` and `mark` label code inside a window is in "
+           "[Recipe format](recipes.md#ranges-and-marks).", "",
+           "| `action:` | allowed at |", "|---|---|"]
+    for action in v.ACTIONS:
+        where = [code(k.name) for k in d.kinds.values() if action in k.actions]
+        out.append(f"| {code(action)} | {', '.join(where) or 'no kind yet'} |")
+    out.append("")
+    return "\n".join(out)
+
+
+def _type_words(v: Any) -> Dict[str, Any]:
+    return {
+        v.WORD: lambda s: "one word",
+        v.WORDS: lambda s: "a list of words (or one word)",
+        v.FLAG: lambda s: "`true` or `false`",
+        v.COUNT: lambda s: f"an integer ≥ {s.minimum}",
+        v.PATH: lambda s: "a path",
+        v.RANKS: lambda s: "`all`, or a list of integers ≥ 0 (or one)",
+        v.STEPS: lambda s: "a list of integers ≥ 0 (or one)",
+        v.THRESHOLD: lambda s: "a number ≥ 0, or `none`",
+    }
+
+
+def settings_section(d: Declarations) -> str:
+    v = d.vocabulary
+    words = _type_words(v)
+    out = ["## Settings", "",
+           "Set in a recipe under `profiler:` or `schedule:`, or on the command line as `KEY=VALUE`, the value "
+           "read as YAML (`profiler.level=level1`, `profiler.ranks=[0]`). `patchkit show RECIPE` prints a "
+           "recipe's own values.", ""]
+    for section in v.SECTIONS:
+        out += [f"### `{section}`", "",
+                "| key | type | allowed values | default | what it does |", "|---|---|---|---|---|"]
+        for s in v.SETTINGS:
+            if s.section != section:
+                continue
+            if s.kind not in words:
+                raise PluginError(f"reference: the setting {s.key} is of kind {s.kind!r}, which "
+                                  f"docs/hooks/reference.py has no words for: add them to _type_words")
+            allowed = ", ".join(code(x) for x in s.values) or "—"
+            out.append(f"| {code(s.key)} | {words[s.kind](s)} | {allowed} | {code(value(s.default))} "
+                       f"| {cell(s.help)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _other(v: Any, s: Any) -> Any:
+    """A valid value of setting ``s`` other than its default, to ask a backend whether it uses ``s``."""
+    if s.kind == v.WORD:
+        return next(x for x in s.values if x != s.default)
+    if s.kind == v.WORDS:
+        return [next(x for x in s.values if x not in s.default)]
+    if s.kind == v.FLAG:
+        return not s.default
+    if s.kind == v.COUNT:
+        return s.default + 1
+    if s.kind == v.PATH:
+        return "./elsewhere"
+    if s.kind in (v.RANKS, v.STEPS):
+        return [1]
+    if s.kind == v.THRESHOLD:
+        return 10
+    raise PluginError(f"reference: no other value for the setting {s.key} of kind {s.kind!r}")
+
+
+def unused(d: Declarations, name: str) -> Set[str]:
+    """The settings backend ``name``'s own plan says it does not use, each one set away from its default."""
+    v, b = d.vocabulary, d.backends
+    module = b.get(name)
+    found: Set[str] = set()
+    for s in v.SETTINGS:
+        settings = {"backend": name, s.name: _other(v, s)}
+        if b.validate(settings):  # a value this backend refuses on its own: it says so itself
+            continue
+        plan = module.plan(b.normalize(settings), module.STATIC_FEATURES, EXAMPLE_KEY)
+        for note in plan.notes:
+            if "not used" in note:
+                found |= {f"{m.group(1)}.{m.group(2)}" for m in re.finditer(r"\b(profiler|schedule)\.(\w+)", note)}
+    return found
+
+
+def backends_section(d: Declarations) -> str:
+    v, b = d.vocabulary, d.backends
+    out = ["## Backends", "",
+           f"A recipe's `backend:` (default {code(b.DEFAULT)}), or `backend=NAME` / `--backend NAME` on the "
+           "command line. Every backend takes the settings above; where a backend has no equivalent of one, "
+           "`patchkit show` says so and the setting is not used. The code shown for each is what "
+           f"`patchkit show` prints for a recipe {code(EXAMPLE_KEY)} with the default settings and nothing "
+           "probed: the newest profiler API is assumed, and the runtime leaves out what the installed one "
+           "lacks.", ""]
+    for name in b.names():
+        module = b.get(name)
+        off = unused(d, name)
+        uses = [code(s.key) for s in v.SETTINGS if s.key not in off]
+        out += [f"### {code(name)} {{#backend-{name}}}", ""]
+        if name == b.DEFAULT:
+            out += ["The default backend.", ""]
+        out += [docstring(module), "",
+                f"- **Settings it uses:** {', '.join(uses) or 'none'}",
+                f"- **Settings it leaves unused:** {', '.join(code(k) for k in sorted(off)) or 'none'}", "",
+                f"The code it runs (`patchkit show {EXAMPLE_KEY} --backend {name}`):", ""]
+        out += block(b.render({"backend": name}, EXAMPLE_KEY, features=module.STATIC_FEATURES), "python")
+    return "\n".join(out)
+
+
+SECTIONS = {"kinds": kinds_section, "actions": actions_section, "settings": settings_section,
+            "backends": backends_section}
+
+
+@functools.lru_cache(maxsize=None)
+def sections() -> Dict[str, str]:
+    """Each marker's Markdown, made once per build process."""
+    d = declarations()
+    return {name: make(d) for name, make in SECTIONS.items()}
+
+
+def render(markdown: str) -> str:
+    """``reference.md``'s text with every marker replaced by its section (and the source-only note dropped)."""
+    found = MARKER.findall(markdown)
+    unknown = sorted(set(found) - set(SECTIONS) - {"unbuilt"})
+    if unknown:
+        raise PluginError(f"reference: {PAGE} has unknown markers {', '.join(unknown)}; known: "
+                          f"{', '.join(SECTIONS)}")
+    missing = [name for name in SECTIONS if name not in found]
+    if missing:
+        raise PluginError(f"reference: {PAGE} lacks the markers {', '.join(missing)}")
+    made = sections()
+    markdown = UNBUILT.sub("", markdown)
+    return MARKER.sub(lambda m: made[m.group(1)], markdown)
+
+
+# ---------------------------------------------------------------------------
+# MkDocs events
+
+
+def on_config(config, **kwargs):
+    sections()  # fail at the start of the build, not halfway, when the declarations cannot be read
+    return config
+
+
+def on_page_markdown(markdown, page, **kwargs):
+    if page.file.src_uri == PAGE:
+        return render(markdown)
+    return markdown
