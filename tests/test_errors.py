@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from patchkit.core.errors import AnchorError, LedgerError, Location, LockedError, OverrideError, PatchkitError, RecipeError, TargetError, TraceError
+from patchkit.core.errors import (
+    AnchorError, LedgerError, Location, LockedError, OverrideError, PatchkitError, RecipeError, TargetError,
+    TraceError,
+)
 
 
 def test_a_location_prints_as_much_as_it_knows():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from patchkit.core.errors import OverrideError, RecipeError
-from patchkit.recipe.reader import Reader, check_expression, did_you_mean, is_dotted, is_identifier, is_recipe_id, kind_of, name_of
+from patchkit.recipe.reader import (
+    Reader, check_expression, did_you_mean, is_dotted, is_identifier, is_recipe_id, kind_of, name_of,
+)
 from patchkit.recipe.yamlpos import load
 
 TEXT = """\

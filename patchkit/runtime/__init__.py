@@ -73,7 +73,9 @@ from patchkit.runtime.registry import quick as _quick
 from patchkit.runtime.registry import refused as _refused
 from patchkit.runtime.registry import settings as _settings
 from patchkit.runtime.registry import state as _state
-from patchkit.runtime.ranges import mark, range_end, range_start, ranged  # noqa: F401  (the calls of range and mark points)
+from patchkit.runtime.ranges import (  # noqa: F401  (the calls of range and mark points)
+    mark, range_end, range_start, ranged,
+)
 
 __all__ = ["configure", "start", "step", "on_exit", "refuse", "range_start", "range_end", "ranged", "mark", "reset",
            "set_strict", "report", "schedule_action"]

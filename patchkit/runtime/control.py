@@ -15,7 +15,9 @@ import sys
 import threading
 
 from patchkit.runtime.capture import Capture
-from patchkit.runtime.registry import captures, checked, fail, finished, lock, once, quick, refused, say, settings, state, strict
+from patchkit.runtime.registry import (
+    captures, checked, fail, finished, lock, once, quick, refused, say, settings, state, strict,
+)
 
 __all__ = ["call", "bad_key", "at_exit"]
 

@@ -38,7 +38,7 @@ from patchkit.traces import journal
 from patchkit.runtime import manifest
 from patchkit.traces.captures import Capture, CaptureError, unique
 from patchkit.core.errors import Location
-from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401  (collect's surface)
+from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401
 from patchkit.runtime.manifest import safe_name
 
 PART = ".patchkit-part"

@@ -40,8 +40,13 @@ A backend module offers:
 from __future__ import annotations
 
 from patchkit.runtime.backends.program import SECTIONS, Program, build, call, program, render  # noqa: F401
-from patchkit.runtime.backends.registry import DEFAULT, DEFAULTS, KEYS, _REGISTRY, Plan, get, names, normalize, probe, register, role_of, validate  # noqa: F401
-from patchkit.runtime.backends.schedule import NONE, RECORD, RECORD_AND_SAVE, WARMUP, describe_schedule, next_event, runs, schedule_action, schedule_end, window_last, windows  # noqa: F401
+from patchkit.runtime.backends.registry import (  # noqa: F401
+    DEFAULT, DEFAULTS, KEYS, _REGISTRY, Plan, get, names, normalize, probe, register, role_of, validate,
+)
+from patchkit.runtime.backends.schedule import (  # noqa: F401
+    NONE, RECORD, RECORD_AND_SAVE, WARMUP, describe_schedule, next_event, runs, schedule_action, schedule_end,
+    window_last, windows,
+)
 
 # ---------------------------------------------------------------------------
 # the built-in backends (a new one: its module in this folder, and a line here)
