@@ -130,7 +130,7 @@ def test_print_env_gives_what_a_ray_job_s_runtime_env_needs(tmp_path, site):
     done = run(tmp_path, site, ["backend=torch", "--print-env"], [])
     assert done.returncode == 0, done.stderr
     env = json.loads(done.stdout)["env_vars"]
-    assert env["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("patchkit", "_run"))
+    assert env["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("patchkit", "hook", "_run"))
     assert "verl.workers.actor.dp_actor" in json.loads(env["PATCHKIT_RUN"])["modules"]
 
 

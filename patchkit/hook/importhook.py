@@ -4,7 +4,7 @@
 text to a cache under ``$PATCHKIT_HOME/run-cache`` (named by the source's
 sha256 and the recipe's), and starts the command with ``PATCHKIT_RUN`` (a
 JSON description: module name -> the source's sha256 and the cache key) and
-``PYTHONPATH`` leading to ``patchkit/_run``, whose ``sitecustomize`` calls
+``PYTHONPATH`` leading to ``patchkit/hook/_run``, whose ``sitecustomize`` calls
 :func:`install` in every Python process the command starts, children and
 grandchildren included, since they inherit the environment.
 
