@@ -174,3 +174,12 @@ def test_register_refuses_a_bad_name_or_a_module_that_is_no_backend(registry):
     with pytest.raises(TypeError, match="has no STATIC_FEATURES, probe, plan"):
         registry.register("empty", sys)
     assert "empty" not in registry.names()
+
+
+def test_a_backend_names_the_settings_its_profiler_has_no_equivalent_of_only_when_they_were_changed():
+    from patchkit.runtime.backends.registry import DEFAULTS, no_equivalent
+
+    assert no_equivalent("torch.profiler", dict(DEFAULTS), ("level", "mstx")) == []
+    changed = dict(DEFAULTS, level="level2", mstx=True)
+    assert no_equivalent("torch.profiler", changed, ("level", "mstx")) == [
+        "torch.profiler has no equivalent of profiler.level='level2', profiler.mstx=True; not used"]

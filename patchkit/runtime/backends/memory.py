@@ -15,10 +15,10 @@ device the capture does not start: one line says so, and the job goes on.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, Mapping
 
-from patchkit.core.vocabulary import DEFAULTS, NPU_ONLY
-from patchkit.runtime.backends.registry import Plan, role_of
+from patchkit.core.vocabulary import NPU_ONLY
+from patchkit.runtime.backends.registry import Plan, no_equivalent, role_of
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None, "device": "cuda",
                                    "assumed": "no device probed: CUDA is assumed; on Ascend the same calls go to "
@@ -52,10 +52,7 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
     create.append(f"os.makedirs({s['save_path']!r}, exist_ok=True)")
     create.append("failed_traces = []  # (snapshot, why) of each one not written whole; none is left under its name")
     memory = MODULE.get(device, MODULE["cuda"])
-    notes: List[str] = []
-    unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != DEFAULTS[k]]
-    if unused:
-        notes.append("the allocator history has no equivalent of " + ", ".join(unused) + "; not used")
+    notes = no_equivalent("the allocator history", s, UNUSED)
     return Plan(
         sections={
             "create": "\n".join(create) + "\n",

@@ -131,6 +131,15 @@ def validate(settings: Mapping[str, Any]) -> List[str]:
     return list(check(s)) if check is not None else []
 
 
+def no_equivalent(profiler: str, settings: Mapping[str, Any], keys: Tuple[str, ...]) -> List[str]:
+    """The note a backend gives for the settings among ``keys`` that its profiler has no equivalent of and that
+    the recipe set away from their defaults (they are not used); none when all are at their defaults."""
+    from patchkit.core.vocabulary import DEFAULTS
+
+    unused = [f"profiler.{k}={settings[k]!r}" for k in keys if settings[k] != DEFAULTS[k]]
+    return [f"{profiler} has no equivalent of {', '.join(unused)}; not used"] if unused else []
+
+
 def role_of(key: Optional[str]) -> str:
     """The role part of a capture key ("recipe/role"), made safe for file names ('' if none)."""
     if not key or "/" not in key:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
-from patchkit.core.vocabulary import DEFAULTS, NPU_ONLY, PERIODIC
+from patchkit.core.vocabulary import NPU_ONLY, PERIODIC
 from patchkit.runtime.backends.program import call
-from patchkit.runtime.backends.registry import Plan, role_of
+from patchkit.runtime.backends.registry import Plan, no_equivalent, role_of
 from patchkit.runtime.backends.schedule import steps_function
 
 STATIC_FEATURES: Dict[str, Any] = {"version": None}
@@ -57,10 +57,7 @@ def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
         f"with_modules={'module' in contents!r}",
         *(["with_flops=True"] if "flops" in contents else []),
     ])
-    notes = []
-    unused = [f"profiler.{k}={s[k]!r}" for k in UNUSED if s[k] != DEFAULTS[k]]
-    if unused:
-        notes.append("torch.profiler has no equivalent of " + ", ".join(unused) + "; not used")
+    notes = no_equivalent("torch.profiler", s, UNUSED)
     return Plan(
         sections={
             "create": "\n".join(create) + "\n",
