@@ -93,3 +93,11 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory):
+    """The save path of one real two-rank gloo run of the demo sample (tests/capturing.py), made once."""
+    from capturing import two_rank_run
+
+    return two_rank_run(tmp_path_factory)

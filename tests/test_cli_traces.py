@@ -13,14 +13,9 @@ import pytest
 
 from patchkit.runtime import manifest
 
-from capturing import cli, RECIPE, TORCH, patched, snapshot, two_rank_run
+from capturing import cli, RECIPE, TORCH, patched, snapshot
 
 pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="session")
-def run_dir(tmp_path_factory):
-    return two_rank_run(tmp_path_factory)
 
 
 @pytest.fixture

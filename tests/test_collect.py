@@ -17,15 +17,11 @@ import pytest
 from patchkit.traces import collect as collect_mod
 from patchkit.runtime import manifest
 
-from capturing import cli, REPO, RECIPE, TORCH, job_env, patched, snapshot, train, two_rank_run
+from capturing import cli, REPO, RECIPE, TORCH, job_env, patched, snapshot, train
 from doubles import npu_double_env
+from raycluster import two_nodes
 
 pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="session")
-def run_dir(tmp_path_factory):
-    return two_rank_run(tmp_path_factory)
 
 
 @pytest.fixture
@@ -91,7 +87,7 @@ def test_an_interrupted_collect_completes_when_run_again(run_copy, tmp_path):
     dest = tmp_path / "collected"
     slow = textwrap.dedent(f"""
         import time
-        from patchkit import collect
+        from patchkit.traces import collect
         plain = collect.Source.chunks
         def chunks(self, *args):
             for data in plain(self, *args):
@@ -217,24 +213,10 @@ class Node:
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    pytest.importorskip("ray", reason='Ray is not installed (pip install "patchkit-profiler[ray]")')
-    import ray
-    from ray.cluster_utils import Cluster
-
     base = tmp_path_factory.mktemp("ray-nodes")
     a, b = Node("a", base, 0), Node("b", base, 1)
-    small = {"object_store_memory": 80 * 1024 * 1024}
-    cluster = Cluster(initialize_head=True, head_node_args={**small, "num_cpus": 0, "include_dashboard": False,
-                                                            "env_vars": a.env})
-    try:
-        a.id = cluster.head_node.node_id
-        b.id = cluster.add_node(**small, num_cpus=1, env_vars=b.env).node_id
-        cluster.wait_for_nodes()
-        yield cluster.address, a, b, base
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    with two_nodes(a, b) as address:
+        yield address, a, b, base
 
 
 @pytest.fixture(scope="module")

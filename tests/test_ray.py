@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from patchkit.cli.main import main
 
 from conftest import FIXTURES, snapshot
+from raycluster import two_nodes
 
 DP = "verl/workers/actor/dp_actor.py"
 RECIPE = "verl-fsdp-update"
@@ -54,25 +55,10 @@ class Node:
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    pytest.importorskip("ray", reason='Ray is not installed (pip install "patchkit-profiler[ray]")')
-    import ray
-    from ray.cluster_utils import Cluster
-
     base = tmp_path_factory.mktemp("ray-nodes")
     a, b = Node("a", base), Node("b", base)
-    small = {"object_store_memory": 80 * 1024 * 1024}
-    # the head has no CPU for tasks, as heads of training clusters often are: patchkit's tasks still run there
-    cluster = Cluster(initialize_head=True, head_node_args={**small, "num_cpus": 0, "include_dashboard": False,
-                                                            "env_vars": a.env})
-    try:
-        a.id = cluster.head_node.node_id
-        b.id = cluster.add_node(**small, num_cpus=1, env_vars=b.env).node_id
-        cluster.wait_for_nodes()
-        yield cluster.address, a, b
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    with two_nodes(a, b) as address:
+        yield address, a, b
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,32 @@
+"""A two-node Ray cluster on this machine, for the tests of ``--ray`` (tests/test_ray.py, tests/test_collect.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import pytest
+
+SMALL = {"object_store_memory": 80 * 1024 * 1024}
+
+
+@contextlib.contextmanager
+def two_nodes(a, b) -> Iterator[str]:
+    """A head node and one worker node, each started with its ``env`` (the nodes' own PATCHKIT_HOME, ...); sets
+    ``a.id`` and ``b.id`` to their Ray node ids and yields the cluster's address.  The head has no CPU for tasks,
+    as heads of training clusters often have none: patchkit's tasks still run there."""
+    pytest.importorskip("ray", reason='Ray is not installed (pip install "patchkit-profiler[ray]")')
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={**SMALL, "num_cpus": 0, "include_dashboard": False,
+                                                            "env_vars": a.env})
+    try:
+        a.id = cluster.head_node.node_id
+        b.id = cluster.add_node(**SMALL, num_cpus=1, env_vars=b.env).node_id
+        cluster.wait_for_nodes()
+        yield cluster.address
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
