@@ -1,6 +1,6 @@
 """patchkit: reversible profiler patches for RL training stacks.
 
-The importable API; the command line (:mod:`patchkit.cli.main`) is a thin layer over it::
+The importable API; the command line (:mod:`patchkit.cli.commands`) is a thin layer over it::
 
     import patchkit
 

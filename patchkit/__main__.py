@@ -1,3 +1,3 @@
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 main(prog_name="patchkit")

@@ -9,7 +9,7 @@ The work is done in modules of one concern each, in this order::
     state         status: what is applied where
     examples      a recipe's own before/after examples
 
-The command line (:mod:`patchkit.cli.main`) and the Ray layer
+The command line (:mod:`patchkit.cli.commands`) and the Ray layer
 (:mod:`patchkit.cluster.ray`) call these functions; everything here returns data
 and raises :class:`~patchkit.core.errors.PatchkitError` for what the user can fix.
 """

@@ -111,7 +111,7 @@ def cli(*args, code=0):
     """``patchkit ARGS`` in this process: the exit status it must give, and never a traceback."""
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     result = CliRunner().invoke(main, [str(a) for a in args])
     assert result.exit_code == code, result.output

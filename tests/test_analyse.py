@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 import fake_tools
 from conftest import snapshot

@@ -551,7 +551,7 @@ def test_nsys_options_record_one_report_per_window_and_never_end_the_job(repeat,
 def test_show_prints_how_to_run_the_job_under_nsys_for_the_recipe_s_window():
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     out = CliRunner().invoke(main, ["show", "verl-fsdp-update", "--backend", "nsys", "schedule.repeat=2"]).output
     assert "run the job (nsys):" in out and "--capture-range-end=repeat:2" in out

@@ -104,7 +104,7 @@ def test_without_a_device_one_line_says_so_and_the_job_goes_on(tmp_path, capsys,
 def test_memory_is_a_backend_everywhere_and_show_renders_it():
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     assert "memory" in backends.names()
     out = CliRunner().invoke(main, ["show", "verl-fsdp-update", "backend=memory"]).output

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.runtime import backends
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.core.errors import OverrideError, RecipeError
 from patchkit.recipe.load import load_recipe
 
@@ -99,7 +99,7 @@ def test_the_built_in_backends_are_registered_without_importing_them():
 def test_the_backend_choices_of_the_command_line_import_no_backend():
     import subprocess
 
-    code = ("import sys; sys.argv = ['patchkit', 'diff', '--help']; import patchkit.cli.main as c\n"
+    code = ("import sys; sys.argv = ['patchkit', 'diff', '--help']; import patchkit.cli.commands as c\n"
             "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.rpartition('.')[2] in ('npu', 'torch', 'nsys', 'memory') or m in ('libcst', 'git')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

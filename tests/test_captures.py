@@ -57,7 +57,7 @@ def test_what_a_killed_or_stopped_writer_left_is_never_a_capture(tmp_path):
 
 
 def test_a_manifest_with_an_error_is_a_broken_capture_with_its_reason(tmp_path):
-    from patchkit.runtime import manifest
+    from patchkit.core import manifest
 
     whole = _trace(tmp_path / "h_1.3.pt.trace.json")
     manifest.record_window("r/ref", "torch", 2, {"save_path": str(tmp_path)}, 4, 5, None, [str(whole)],

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.core.model import Target
 from patchkit.state.targets import locate
 

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.demo.runner import SAMPLE
 from patchkit.state.ledger import Ledger
 

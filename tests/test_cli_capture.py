@@ -164,7 +164,7 @@ def test_on_a_two_node_ray_cluster_every_node_s_process_answers(tmp_path):
 def test_steps_out_of_bounds_are_a_usage_error_and_nothing_is_asked(tmp_path, monkeypatch, steps):
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
     ondemand.register("r", rank=0)  # someone to ask, were the request made
@@ -178,7 +178,7 @@ def test_steps_out_of_bounds_are_a_usage_error_and_nothing_is_asked(tmp_path, mo
 def test_the_command_line_bound_is_the_one_requests_are_held_to_and_the_help_says_why():
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     (option,) = [p for p in main.commands["capture"].params if p.name == "steps"]
     assert (option.type.min, option.type.max) == (1, ondemand.MAX_STEPS)

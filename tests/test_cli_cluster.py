@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from patchkit.cluster import ray as cluster
 from patchkit import api
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.cluster.node import NodeResult, NodeState
 
 A, B, C = "a" * 56, "b" * 56, "c" * 56

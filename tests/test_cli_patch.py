@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from patchkit.cli import patch as cli_patch
 from patchkit import api
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.state.ledger import Ledger
 from patchkit.core.outcome import FileOutcome, Outcome
 

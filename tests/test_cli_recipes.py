@@ -7,7 +7,7 @@ import json
 import yaml
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.recipe.load import all_recipes
 
 from conftest import RECIPES

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 
 from capturing import cli, RECIPE, TORCH, patched, snapshot
 

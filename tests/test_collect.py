@@ -15,7 +15,7 @@ import time
 import pytest
 
 from patchkit.traces import collect as collect_mod
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 
 from capturing import cli, REPO, RECIPE, TORCH, job_env, patched, snapshot, train
 from doubles import npu_double_env

@@ -17,9 +17,9 @@ import pytest
 
 from patchkit.traces import collect
 from patchkit.traces import journal
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 from patchkit.traces.captures import CaptureError, Trace, find
-from patchkit.runtime.manifest import safe_name
+from patchkit.core.manifest import safe_name
 
 from capturing import cli
 

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.traces.compare import compare
 from patchkit.traces.summary import summarise
 

@@ -430,7 +430,7 @@ def test_help_list_and_status_do_not_import_libcst(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from patchkit.cli.main import main\n"
+    code = ("import sys; from patchkit.cli.commands import main\n"
             "try:\n    main(sys.argv[1:], prog_name='patchkit')\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'libcst' or m == 'patchkit.engine.codemod'))")
     for args in (["--help"], ["list"], ["status"]):

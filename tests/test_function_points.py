@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.engine.codegen import header_lines
 from patchkit.engine.codemod import strip, transform
 from patchkit.core.errors import RecipeError

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.recipe.guards import ALLOWED, check_expression
 
 from conftest import RECIPES

@@ -124,7 +124,7 @@ def test_the_walk_sees_lazy_imports_and_names_of_the_package(tmp_path):
     ``patchkit/__init__`` loads on use, and find a cycle through them."""
     edges = graph()
     assert "patchkit.engine.codemod" in edges["patchkit.state.planning"]  # imported inside a function only
-    assert "patchkit.cli.cluster" in edges["patchkit.cli.main"]  # the same
+    assert "patchkit.cli.cluster" in edges["patchkit.cli.commands"]  # the same
     assert edges["patchkit"] == set()  # the package imports nothing until a name is used
     probe = tmp_path / "probe.py"
     probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, api\n")
@@ -191,7 +191,7 @@ def test_modules_stay_small():
 # Modules whose tests live in a module named for what they are tested through, with the reason.
 TESTED_IN = {
     "patchkit": "test_api",  # the public API it names
-    "patchkit.__main__": "test_cli_main",  # `python -m patchkit` is the command line
+    "patchkit.__main__": "test_cli_commands",  # `python -m patchkit` is the command line
     "patchkit.engine.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
     "patchkit.engine.points.calls": "test_point_kinds",
     "patchkit.engine.points.loops": "test_point_kinds",

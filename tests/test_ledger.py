@@ -100,7 +100,7 @@ def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
 def test_a_change_left_half_written_is_reported_by_status_and_put_back_by_the_next_revert(tree, patchkit_home):
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     root = tree("verl-0.6")
     before = snapshot(root)

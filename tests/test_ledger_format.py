@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 GOOD_RECORD = {
     "path": "/site/verl/x.py", "relpath": "verl/x.py", "root": "/site", "distribution": "verl", "version": "0.6.1",

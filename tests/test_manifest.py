@@ -1,4 +1,4 @@
-"""The manifest the runtime writes next to each capture (patchkit.runtime.manifest), from real runs on CPU."""
+"""The manifest the runtime writes next to each capture (patchkit.core.manifest), from real runs on CPU."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 from patchkit import __version__
 from patchkit.state.ledger import home as ledger_home
 
@@ -190,10 +190,10 @@ def test_load_refuses_a_newer_format_and_a_cut_off_manifest(tmp_path):
 
 
 def test_the_manifest_module_imports_only_the_standard_library():
-    code = ("import sys; before = set(sys.modules); import patchkit.runtime.manifest; "
+    code = ("import sys; before = set(sys.modules); import patchkit.core.manifest; "
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] not in sys.stdlib_module_names))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['patchkit', 'patchkit.runtime.manifest']"
+    assert done.stdout.strip() == "['patchkit', 'patchkit.core', 'patchkit.core.manifest']"
 
 
 def test_one_reader_tells_foreign_json_from_a_broken_manifest(tmp_path):

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit import runtime
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -17,7 +17,7 @@ def test_wheel_ships_recipes_schema_and_sample_and_lists_them(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for recipe in RECIPES.glob("*.yaml"):
         assert f"patchkit/recipes/{recipe.name}" in names
-    assert "patchkit/recipe.schema.json" in names
+    assert "patchkit/recipe/recipe.schema.json" in names
     assert "patchkit/demo/sample/verl/workers/actor/dp_actor.py" in names
     assert "patchkit/demo/sample/verl-0.6.1.dist-info/METADATA" in names
     assert not any(n.startswith(("tests/", "fixtures/")) or "/doubles/" in n for n in names)
@@ -27,14 +27,14 @@ def test_wheel_ships_recipes_schema_and_sample_and_lists_them(tmp_path):
                               str(wheel)], capture_output=True, text=True)
     assert install.returncode == 0, install.stderr
     listed = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['patchkit', 'list']; "
-                             "import patchkit.cli.main as c; print(c.__file__, file=sys.stderr); c.main()"],
+                             "import patchkit.cli.commands as c; print(c.__file__, file=sys.stderr); c.main()"],
                             capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": ""})
     assert listed.returncode == 0, listed.stderr
     assert str(target) in listed.stderr
     for rid in ("vllm-ascend-decode", "sglang-forward", "verl-fsdp-logprob", "verl-fsdp-update", "verl-megatron-update"):
         assert rid in listed.stdout
     version = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['patchkit', '--version']; "
-                              "import patchkit.cli.main as c; c.main()"],
+                              "import patchkit.cli.commands as c; c.main()"],
                              capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": ""})
     assert version.returncode == 0, version.stderr
     import patchkit

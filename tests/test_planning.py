@@ -137,7 +137,7 @@ def test_a_user_line_ending_in_the_marker_is_refused_before_apply_with_its_place
 
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     root = tree("verl-0.6")
     number = _with_user_line(root, f"USER_FLAG = 1  # patchkit:{marker}")
@@ -158,7 +158,7 @@ def test_a_user_line_ending_in_the_marker_is_refused_before_apply_with_its_place
 def test_once_the_comment_is_changed_apply_and_revert_give_the_line_back(tree):
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     root = tree("verl-0.6")
     _with_user_line(root, "USER_FLAG = 1  # patchkit verl-fsdp-update")

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.engine.codemod import transform
 from patchkit.core.errors import AnchorError
 from patchkit.core.model import CannotApply

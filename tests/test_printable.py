@@ -40,7 +40,7 @@ def test_anything_is_made_text_and_json_needs_no_help():
 def test_traces_lists_a_file_name_with_control_characters_escaped(tmp_path):
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     folder = tmp_path / "out"
     folder.mkdir()

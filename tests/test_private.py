@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.core import private
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.state.ledger import Ledger, sha256
 
 from conftest import snapshot
@@ -161,7 +161,7 @@ def test_the_home_may_be_a_link_to_a_folder_of_the_users(tmp_path, monkeypatch):
 
 
 def test_the_folders_the_job_and_run_make_in_the_state_folder_are_private(tmp_path, monkeypatch):
-    from patchkit.runtime import manifest
+    from patchkit.core import manifest
     from patchkit.runtime import requests as ondemand
     from patchkit.hook import runcache
 

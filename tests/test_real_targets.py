@@ -225,7 +225,7 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
 def test_skip_version_check_patches_a_real_release_outside_the_range_whose_points_match(tmp_path):
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     root = _root(tmp_path, "vllm-ascend", "0.23.0")
     mine = _narrowed(tmp_path, "vllm-ascend-decode", ">=0.9.1,<0.23")
@@ -250,7 +250,7 @@ def test_skip_version_check_patches_a_real_release_outside_the_range_whose_point
 def test_skip_version_check_still_refuses_real_releases_whose_points_do_not_match(tmp_path):
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     root = _root(tmp_path, "verl", "0.8.0")  # no actor/ folder any more
     before = snapshot(root)
@@ -272,7 +272,7 @@ def test_vllm_ascend_main_shaped_checkout_with_the_real_worker(tmp_path):
     or later (not accepted as 0.19.1rc1), and patched exactly with --skip-version-check."""
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
     from test_checkout_versions import ascend_repo
 
     repo = ascend_repo(tmp_path / "vllm-ascend")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.recipe.points import MAX_POINTS
 from patchkit.recipe.yamlpos import MAX_CHARS
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,6 +10,7 @@ import yaml
 from patchkit import api
 from patchkit.engine.codemod import strip, transform
 from patchkit.core.model import AlreadyApplied, Applied
+from patchkit.recipe import schema as recipe_schema
 
 from conftest import RECIPES
 
@@ -51,7 +51,7 @@ def test_example_applied_twice_is_applied_once(rid, index):
 
 def test_built_in_recipes_validate_against_the_published_schema():
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
+    schema = json.loads(recipe_schema.PATH.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     for path in sorted(RECIPES.glob("*.yaml")):
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
@@ -63,7 +63,7 @@ def test_schema_knows_exactly_the_keys_the_loader_knows():
     from patchkit.recipe import points as recipe_points
     from patchkit.core import vocabulary
 
-    schema = json.loads((Path(api.__file__).parent / "recipe.schema.json").read_text())
+    schema = json.loads(recipe_schema.PATH.read_text())
     props = schema["properties"]
     assert set(props) == set(r.FORMAT_KEYS)
     assert set(props["target"]["properties"]) == set(r.TARGET_KEYS)

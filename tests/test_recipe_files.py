@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.core.errors import RecipeError
 from patchkit.recipe.files import MAX_BYTES, read_text, recipe_path, shown
 

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.core.errors import OverrideError, RecipeError
 from patchkit.recipe.load import load_recipe
 

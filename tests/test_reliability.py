@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import patchkit
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 from conftest import FIXTURES, RECIPES, snapshot
 

@@ -187,7 +187,7 @@ def test_replicas_with_ranks_on_the_command_line_is_an_error():
 def test_show_says_which_replicas_profile_and_how_the_replica_is_read():
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     result = CliRunner().invoke(main, ["show", "vllm-decode", "replicas=[0]", "profiler.replica_size=4"])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.state import gitrepo
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 from conftest import FIXTURES, snapshot
 
@@ -393,7 +393,7 @@ def test_revert_completes_the_applied_recipes(tree):
 
 def test_commands_outside_git_never_import_git(tree):
     root = tree("verl-0.6")
-    code = ("import sys; from click.testing import CliRunner; from patchkit.cli.main import main; "
+    code = ("import sys; from click.testing import CliRunner; from patchkit.cli.commands import main; "
             f"r = CliRunner().invoke(main, ['diff', 'verl-fsdp-update', '--root', {str(root)!r}]); "
             f"r2 = CliRunner().invoke(main, ['apply', 'verl-fsdp-update', '--root', {str(root)!r}]); "
             "r3 = CliRunner().invoke(main, ['status']); "

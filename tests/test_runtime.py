@@ -79,7 +79,7 @@ def test_verl_update_micro_steps_write_one_trace_with_three_steps(tmp_path, run_
     ])
     run_sample(root, updates=4)  # 4 updates x 2 mini-batches x 2 micro-batches = 16 step points
     traces = trace_files(save)
-    # the trace, and the folder of patchkit's capture manifests (patchkit.runtime.manifest)
+    # the trace, and the folder of patchkit's capture manifests (patchkit.core.manifest)
     assert len(traces) == 1 and sorted(os.listdir(save)) == sorted([os.path.basename(traces[0]), "patchkit-manifests"])
     assert profiler_steps(traces[0]) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     with open(traces[0]) as f:

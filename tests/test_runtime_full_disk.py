@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 
 from capturing import cli
 from runtime_helpers import on_stand_in

@@ -11,7 +11,7 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.traces.summary import summarise
 
 from conftest import snapshot

@@ -185,7 +185,7 @@ def test_status_and_revert_under_root_see_what_apply_did_through_a_symlink(tree,
     """--root names the folder apply was given; the ledger keeps the resolved file: both must meet."""
     from click.testing import CliRunner
 
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     real = tree("verl-0.6")
     original = (real / DP).read_bytes()

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit import api
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 from patchkit.core.errors import LedgerError, TargetError
 from patchkit.state.ledger import Ledger
 
@@ -184,7 +184,7 @@ def test_a_file_with_a_record_here_and_lines_from_another_home(tree, tmp_path, p
 def test_status_looking_for_unrecorded_lines_stays_cheap(tree, tmp_path):
     root = tree("verl-0.6")
     api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
-    code = ("import sys; from click.testing import CliRunner; from patchkit.cli.main import main; "
+    code = ("import sys; from click.testing import CliRunner; from patchkit.cli.commands import main; "
             f"r = CliRunner().invoke(main, ['status', '--root', {str(root)!r}]); "
             "assert r.exit_code == 0 and 'no record' in r.output, r.output; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'libcst', 'git', 'torch', 'verl'}))")

@@ -1,10 +1,10 @@
 """The command line: the click commands and what each says.  The only modules that print.
 
-:mod:`.main` holds the commands and their options; each calls the layers below and hands the result to
+:mod:`.commands` holds the commands and their options; each calls the layers below and hands the result to
 :mod:`.patch`, :mod:`.recipes`, :mod:`.run`, :mod:`.capture`, :mod:`.cluster`, :mod:`.traces` or
 :mod:`.analysis` to be said.
 """
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 __all__ = ["main"]

@@ -7,4 +7,5 @@
 - :mod:`.private`: the state folder ($PATCHKIT_HOME), created and checked private (owner, mode, no links).
 - :mod:`.confined`: reading inside a folder: no link followed, no path out, sizes bounded.
 - :mod:`.printable`: text from others' files, escaped for the terminal.
+- :mod:`.manifest`: the record the runtime writes beside each capture, read by everything after it.
 """

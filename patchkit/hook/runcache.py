@@ -23,7 +23,7 @@ MAX_BYTES = 64 * 1024 * 1024  # a patched module is a few hundred KiB at most; a
 
 
 def cache_dir() -> str:
-    from patchkit.runtime.manifest import home  # standard library only
+    from patchkit.core.manifest import home  # standard library only
 
     return os.path.join(home(), CACHE)
 

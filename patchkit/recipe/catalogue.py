@@ -85,7 +85,7 @@ def _stamp(path: Path) -> Tuple[int, int]:
 
 
 def _cache_path() -> Path:
-    from patchkit.runtime.manifest import home  # standard library only
+    from patchkit.core.manifest import home  # standard library only
 
     return Path(home()) / "catalogue.json"
 

@@ -3,8 +3,8 @@
 Its parts: :mod:`.control` (a key's capture: created, stepped, finished), :mod:`.capture` (one window's
 profiler and its manifest), :mod:`.registry` (the keys and their settings), :mod:`.ranges` (range and mark
 points), :mod:`.ondemand` (``schedule.trigger=manual``: windows asked by ``patchkit capture``), with
-:mod:`.requests` (the request and answer files), :mod:`.manifest` (the record beside each capture) and
-``backends/`` (one module per profiler).  Standard library only, until a profiler is created.
+:mod:`.requests` (the request and answer files) and ``backends/`` (one module per profiler); the record it
+writes beside each capture is :mod:`patchkit.core.manifest`.  Standard library only, until a profiler is created.
 
 A patched module does, at import::
 

@@ -249,7 +249,7 @@ STOPPED = "the disk was full, a quota or file size limit was hit, or the writer 
 
 def _written(program):
     """(whole traces, [(trace, why not)]) of the window that just closed: profilers write without checking."""
-    from patchkit.runtime import manifest
+    from patchkit.core import manifest
 
     failed = program.failed_traces()  # what the backend's own code could not write (and left under no name)
     whole = []
@@ -287,9 +287,9 @@ def _span(a, b):
 
 
 def _write_manifest(cap, first, last, traces, why, failed=()):
-    """The capture's manifest next to its traces (patchkit.runtime.manifest); False: not written (one line, never raised)."""
+    """The capture's manifest next to its traces (patchkit.core.manifest); False: not written (one line, never raised)."""
     try:
-        from patchkit.runtime import manifest
+        from patchkit.core import manifest
 
         path = manifest.record_window(cap.key, cap.backend, cap.rank, cap.s, first, last,
                                       getattr(cap, "window_started", None), traces, why.replace(" at ", "", 1),

@@ -64,7 +64,7 @@ def valid_steps(steps: Any) -> bool:
 
 
 def home() -> str:
-    from patchkit.runtime.manifest import home as patchkit_home  # standard library only
+    from patchkit.core.manifest import home as patchkit_home  # standard library only
 
     return patchkit_home()
 

@@ -1,7 +1,7 @@
 """Finding captures on this machine: the manifests patchkit's runtime wrote, and traces without one.
 
 A capture is one closed window of one process: its manifest (see
-:mod:`patchkit.runtime.manifest`) and the traces it names, or a trace found with no
+:mod:`patchkit.core.manifest`) and the traces it names, or a trace found with no
 manifest (a torch ``*.pt.trace.json[.gz]`` file, a torch_npu ``*_ascend_pt``
 folder), written by an older patchkit or by hand-made profiler code.
 
@@ -24,7 +24,7 @@ import re
 import socket
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 from patchkit.core.confined import leads_out
 from patchkit.traces.files import rank_inside
 from patchkit.core.errors import Location, PatchkitError

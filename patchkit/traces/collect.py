@@ -20,7 +20,7 @@ manifest is written after its traces: a manifest in DEST means the capture
 is complete.
 
 Manifests and traces are not trusted: every name from them becomes a safe file name
-(:func:`patchkit.runtime.manifest.safe_name`); a trace that is a link or leads out of its
+(:func:`patchkit.core.manifest.safe_name`); a trace that is a link or leads out of its
 capture's folder is refused like a broken one; reads and writes go through
 :mod:`patchkit.traces.journal`, which never leaves either folder.  The bytes come from a
 :class:`Source`: this machine's files, or a Ray node's (:mod:`patchkit.cluster.gather`).
@@ -35,11 +35,11 @@ import os
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.traces import journal
-from patchkit.runtime import manifest
+from patchkit.core import manifest
 from patchkit.traces.captures import Capture, CaptureError, unique
 from patchkit.core.errors import Location
 from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401
-from patchkit.runtime.manifest import safe_name
+from patchkit.core.manifest import safe_name
 
 PART = ".patchkit-part"
 CHUNK = 8 << 20  # bytes per read: the most one file's copy holds in memory (times the reads in flight over Ray)

@@ -31,8 +31,8 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from patchkit.core.errors import Location, TraceError
-from patchkit.runtime import manifest
-from patchkit.runtime.manifest import FOLDER as MANIFEST_FOLDER
+from patchkit.core import manifest
+from patchkit.core.manifest import FOLDER as MANIFEST_FOLDER
 
 TORCH_ENDINGS = (".pt.trace.json", ".pt.trace.json.gz")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture

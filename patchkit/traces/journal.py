@@ -8,7 +8,7 @@ most :data:`LINE_MAX` bytes, read or written.
 
 Every path in DEST is reached from DEST one folder at a time, each opened
 with ``O_NOFOLLOW``, every file is created new (``O_EXCL``), and each part of
-a path must be a safe file name (:func:`patchkit.runtime.manifest.safe_name`): a link
+a path must be a safe file name (:func:`patchkit.core.manifest.safe_name`): a link
 planted in DEST, or a name with ``..``, cannot send a write outside it.
 A capture's file is read only through :func:`open_inside` (a regular file,
 not a link, inside its folder once open); :func:`confine` refuses, where the
@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 from patchkit.traces.captures import Capture, CaptureError
 from patchkit.core.confined import leads_out, within
 from patchkit.core.errors import Location
-from patchkit.runtime.manifest import safe_name
+from patchkit.core.manifest import safe_name
 from patchkit.core.printable import printable
 
 JOURNAL = ".patchkit-collect"
@@ -265,7 +265,7 @@ def _opened(fd: int, path: str) -> Optional[str]:
 
 def refused_here(cap: Capture) -> str:
     """Why a capture on this machine is not read (a trace is a link or leads out); "" if none.  A manifest that
-    is a link or too big is already a broken capture (:func:`patchkit.runtime.manifest.read`)."""
+    is a link or too big is already a broken capture (:func:`patchkit.core.manifest.read`)."""
     named = f"{shown(cap.manifest)}: the trace " if cap.manifest else ""
     for t in cap.traces:
         why = leads_out(t.path, cap.folder)

@@ -21,7 +21,7 @@ Environment (all optional):
     inside the write phase more often.
 
 Nothing in patchkit is changed: only the ``os`` functions are wrapped, and
-the command runs through ``patchkit.cli.main:main`` exactly as ``python -m
+the command runs through ``patchkit.cli.commands:main`` exactly as ``python -m
 patchkit`` runs it.
 """
 
@@ -65,7 +65,7 @@ os.rename = _wrap(os.rename)
 
 
 if __name__ == "__main__":
-    from patchkit.cli.main import main
+    from patchkit.cli.commands import main
 
     sys.argv[0] = "patchkit"
     main()

@@ -112,7 +112,7 @@ class Program:
         if not self.trace_dir:
             return []
         try:
-            return [n for n in os.listdir(self.trace_dir) if n != "patchkit-manifests"]  # patchkit.runtime.manifest.FOLDER
+            return [n for n in os.listdir(self.trace_dir) if n != "patchkit-manifests"]  # patchkit.core.manifest.FOLDER
         except OSError:
             return []
 

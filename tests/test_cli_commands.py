@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli.main import main
+from patchkit.cli.commands import main
 
 from conftest import snapshot
 
