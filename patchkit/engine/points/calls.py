@@ -19,7 +19,7 @@ from patchkit.engine.points.registry import finds
 
 
 
-@finds('before_call', 'after_call')
+@finds("before_call", "after_call")
 def next_to_call(scan: Scan, point: Point) -> List[Site]:
     found = expect(point, [s for s in scan.statements if s.call == point.call], "statement",
                    f"calling {point.call}", scan)

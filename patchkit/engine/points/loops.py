@@ -85,17 +85,17 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
 
 
 
-@finds('before_loop')
+@finds("before_loop")
 def before_loop(scan: Scan, point: Point) -> List[Site]:
     return [Site(lp.block, lp.index, lp.owner) for lp in _choose(scan, point)]
 
 
-@finds('loop_start')
+@finds("loop_start")
 def loop_start(scan: Scan, point: Point) -> List[Site]:
     return [Site(lp.node.body, 0, lp.node) for lp in _choose(scan, point)]
 
 
-@finds('loop_end')
+@finds("loop_end")
 def loop_end(scan: Scan, point: Point) -> List[Site]:
     sites = []
     for lp in _choose(scan, point):

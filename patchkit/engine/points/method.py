@@ -17,12 +17,12 @@ def last_statement(block: cst.BaseSuite) -> cst.CSTNode:
     return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
 
 
-@finds('method_start')
+@finds("method_start")
 def method_start(scan: Scan, point: Point) -> List[Site]:
     return [Site(scan.func.body, 0 if scan.func.get_docstring(clean=False) is None else 1, scan.func)]
 
 
-@finds('method_end')
+@finds("method_end")
 def method_end(scan: Scan, point: Point) -> List[Site]:
     last = last_statement(scan.func.body)
     if isinstance(last, (cst.Return, cst.Raise)):
@@ -32,7 +32,7 @@ def method_end(scan: Scan, point: Point) -> List[Site]:
     return [Site(scan.func.body, len(scan.func.body.body), scan.func)]
 
 
-@finds('on_exit')
+@finds("on_exit")
 def on_exit(scan: Scan, point: Point) -> List[Decorate]:
     if scan.func.asynchronous is not None:
         raise NotFound(f"{scan.qualname} is async; on_exit wraps plain {scan.kind}s only", scan.line(scan.func))

@@ -12,7 +12,7 @@ from patchkit.engine.points.registry import finds
 
 
 
-@finds('around_call')
+@finds("around_call")
 def around_call(scan: Scan, point: Point) -> List[Site]:
     found = expect(point, [s for s in scan.statements if s.call == point.call], "statement",
                    f"calling {point.call}", scan)
@@ -20,7 +20,7 @@ def around_call(scan: Scan, point: Point) -> List[Site]:
                                               Site(s.block, s.index + 1, s.owner, "close"))]
 
 
-@finds('method')
+@finds("method")
 def whole_method(scan: Scan, point: Point) -> List[Decorate]:
     if scan.func.asynchronous is not None:
         raise NotFound(f"{scan.qualname} is async; a range wraps plain {scan.kind}s only", scan.line(scan.func))
