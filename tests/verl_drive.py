@@ -244,7 +244,8 @@ def _verl_config_sections():
     return out
 
 
-def _actor_overrides():
+def _training():
+    """What the actor's and the critic's configs share: per-rank sizes as fsdp_workers normalise them."""
     return {
         "strategy": "fsdp",
         "ppo_mini_batch_size": MINI_BATCH,
@@ -254,6 +255,14 @@ def _actor_overrides():
         "ppo_epochs": 1,
         "shuffle": False,
         "grad_clip": 1.0,
+        "loss_agg_mode": "token-mean",
+        "ulysses_sequence_parallel_size": 1,
+    }
+
+
+def _actor_overrides():
+    return {
+        **_training(),
         "clip_ratio": 0.2,
         "clip_ratio_low": 0.2,
         "clip_ratio_high": 0.2,
@@ -262,9 +271,7 @@ def _actor_overrides():
         "use_kl_loss": False,
         "kl_loss_coef": 0.001,
         "kl_loss_type": "low_var_kl",
-        "loss_agg_mode": "token-mean",
         "use_torch_compile": False,
-        "ulysses_sequence_parallel_size": 1,
         "entropy_from_logits_with_chunking": False,
         "entropy_checkpointing": False,
         # fsdp_workers add these two into the actor/ref config (open_dict)
@@ -317,21 +324,7 @@ def _build_configs():
     ref_cfg = OmegaConf.create(ref)
 
     critic = dict(sections["critic"])
-    critic.update(
-        {
-            "strategy": "fsdp",
-            "ppo_mini_batch_size": MINI_BATCH,
-            "ppo_micro_batch_size": None,
-            "ppo_micro_batch_size_per_gpu": MICRO_BATCH,
-            "use_dynamic_bsz": False,
-            "ppo_epochs": 1,
-            "shuffle": False,
-            "grad_clip": 1.0,
-            "cliprange_value": 0.5,
-            "loss_agg_mode": "token-mean",
-            "ulysses_sequence_parallel_size": 1,
-        }
-    )
+    critic.update(_training(), cliprange_value=0.5)
     model = dict(critic.get("model") or {})
     model["use_remove_padding"] = False
     critic["model"] = model
