@@ -16,13 +16,15 @@ and raises :class:`~patchkit.core.errors.PatchkitError` for what the user can fi
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from patchkit.engine.examples import ExampleOutcome, example_points, run_examples  # noqa: F401
 from patchkit.engine.marks import decode  # noqa: F401
+from patchkit.core.errors import PatchkitError
 from patchkit.core.model import Settings
 from patchkit.core.outcome import FileOutcome, Outcome, Status  # noqa: F401
-from patchkit.state.planning import FilePlan, Plan, files_to_patch, own_dependency, plan  # noqa: F401
+from patchkit.state.planning import FilePlan, Plan, files_to_patch, own_dependency, plan, skipped_note  # noqa: F401
+from patchkit.state.targets import Installed
 from patchkit.recipe.catalogue import builtin_dir, builtin_ids  # noqa: F401
 from patchkit.recipe.load import all_recipes, load, load_recipe, recipe_path  # noqa: F401
 from patchkit.state.status import FileStatus, status  # noqa: F401
@@ -32,3 +34,67 @@ from patchkit.state.transaction import apply, revert  # noqa: F401
 def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> str:
     """The unified diff apply would write, with paths from the top of the checkout (or root) holding each file."""
     return plan(settings, root, skip_version_check).diff()
+
+
+def plan_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None, root: Optional[str] = None,
+                skip_version_check: bool = False) -> Plan:
+    """``patchkit diff``: load the recipe (a built-in id or a file) with its overrides and plan it; writes nothing."""
+    return plan(load(recipe, overrides, backend), root, skip_version_check)
+
+
+class Applied(NamedTuple):
+    """What ``patchkit apply`` did: each file's outcome, where the package is, and what the user should know."""
+
+    settings: Settings
+    outcomes: List[FileOutcome]
+    installed: Installed
+    version_skipped: str  # with skip_version_check: the refusal that was let through ("" when the version fits)
+    warnings: List[str]  # the runtime cannot be imported where the package is; the package is patchkit's own
+
+    @property
+    def written(self) -> bool:
+        """False when a review declined: nothing was written."""
+        return not any(o.state is Outcome.NOT_WRITTEN for o in self.outcomes)
+
+    @property
+    def changed(self) -> int:
+        return sum(o.state.written for o in self.outcomes)
+
+
+def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
+                 root: Optional[str] = None, *, ledger=None, allow_dirty: bool = False, commit: bool = False,
+                 skip_version_check: bool = False, review: Optional[Callable[[Plan], bool]] = None) -> Applied:
+    """``patchkit apply``: load the recipe, patch every file of it or none, and say what to know about the result.
+
+    ``review`` is shown the plan (its changing files) after every check and before anything is written; if it
+    returns False nothing is written.  Everything else is :func:`patchkit.state.transaction.apply`.
+    """
+    from patchkit.state.environment import runtime_missing
+
+    settings = load(recipe, overrides, backend)
+    plans: List[Plan] = []
+    reviewed: List[bool] = []
+
+    def reviewing(files) -> bool:
+        reviewed.append(review(plans[-1]))
+        return reviewed[-1]
+
+    try:
+        outcomes = apply(settings, root, ledger, allow_dirty=allow_dirty, commit=commit,
+                         skip_version_check=skip_version_check, planned=plans.append,
+                         review=reviewing if review is not None else None)
+    except PatchkitError as exc:  # a check after the plan refused: the error says what the skipped check let through
+        if plans and plans[-1].version_skipped and not reviewed:
+            exc.warnings.append(skipped_note(plans[-1].version_skipped))
+        raise
+    p = plans[-1]
+    warnings = []
+    missing = runtime_missing(p.installed.root) if any(o.state.written for o in outcomes) else None
+    if missing:
+        warnings.append(missing)
+    own = own_dependency(settings)
+    if own:
+        warnings.append(f"{settings.recipe.target.package} ({own}) is patchkit's own code or one of its dependencies: "
+                        f"every patchkit command now runs the patched lines and profiles patchkit itself; "
+                        f"`patchkit revert {settings.id}` when done")
+    return Applied(settings, outcomes, p.installed, p.version_skipped, warnings)

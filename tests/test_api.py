@@ -81,3 +81,33 @@ def test_api_diff_is_the_plans_diff(tree):
     root = tree("verl-0.6")
     settings = api.load(R)
     assert api.diff(settings, str(root)) == api.plan(settings, str(root)).diff() != ""
+
+
+def test_one_call_per_command_loads_plans_and_applies(tree, monkeypatch):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    p = api.plan_recipe(R, ["schedule.wait=2"], None, str(root))
+    assert p.settings.id == R and p.files[0].changes and snapshot(root) == before
+    done = api.apply_recipe(R, ["schedule.wait=2"], None, str(root))
+    assert isinstance(done, api.Applied) and done.written and done.changed == 1
+    assert (done.installed.version, done.version_skipped) == ("0.6.1", "")
+    [warning] = done.warnings  # the tree is shaped like a site-packages folder with no patchkit in it
+    assert warning.startswith(f"{root.resolve()} has no patchkit")
+    again = api.apply_recipe(R, ["schedule.wait=2"], None, str(root))
+    assert again.changed == 0 and again.outcomes[0].state is api.Outcome.ALREADY_APPLIED
+
+
+def test_apply_recipe_says_when_the_target_is_patchkits_own_dependency(tree, monkeypatch):
+    root = tree("verl-0.6")
+    monkeypatch.setattr(api, "own_dependency", lambda settings: "pyyaml")
+    warning = api.apply_recipe(R, (), None, str(root)).warnings[-1]
+    assert "(pyyaml) is patchkit's own code or one of its dependencies" in warning
+
+
+def test_a_declined_review_writes_nothing_and_says_so(tree):
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    seen = []
+    done = api.apply_recipe(R, (), None, str(root), review=lambda plan: seen.append(plan) or False)
+    assert not done.written and snapshot(root) == before
+    assert [f.relpath for f in seen[0].files if f.changes] == [DP]

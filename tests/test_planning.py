@@ -79,6 +79,21 @@ def test_skip_version_check_keeps_the_refusal_it_let_through(tree, tmp_path):
     assert p.version_skipped.startswith("verl 0.6.1 is installed") and ">=0.7,<0.8" in p.version_skipped
 
 
+def test_a_plan_that_fails_after_a_skipped_check_says_what_the_check_let_through(tree, tmp_path):
+    root = tree("verl-0.6")
+    (root / DP).write_text((root / DP).read_text().replace("self._optimizer_step()", "self._optimizer_stepped()"))
+    mine = tmp_path / "mine" / "verl-fsdp-update.yaml"
+    mine.parent.mkdir()
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.4,<0.8"', '">=0.7,<0.8"'))
+    with pytest.raises(AnchorError) as exc:
+        planning.plan(load_recipe(mine), str(root), skip_version_check=True)
+    [said] = exc.value.warnings
+    assert said.startswith("version check skipped (--skip-version-check): verl 0.6.1 is installed")
+    with pytest.raises(AnchorError) as exc:  # in range: nothing was let through, nothing to say
+        planning.plan(load("verl-fsdp-update"), str(root), skip_version_check=True)
+    assert exc.value.warnings == []
+
+
 def test_a_symlinked_file_is_planned_at_its_real_place(tree, tmp_path):
     root = tree("verl-0.6")
     real = tmp_path / "elsewhere.py"

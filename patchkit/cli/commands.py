@@ -18,6 +18,7 @@ import click
 
 from patchkit import DISTRIBUTION, __version__
 from patchkit.core.errors import PatchkitError
+from patchkit.core.printable import printable
 
 _HERE = str(Path(__file__).resolve().parent)
 
@@ -46,6 +47,8 @@ class _Group(click.Group):
         except PatchkitError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            for warning in exc.warnings:
+                click.echo(f"warning: {printable(warning)}", err=True)
             click.echo(f"error: {exc.render()}", err=True)
             ctx.exit(exc.exit_code)
         finally:

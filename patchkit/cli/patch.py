@@ -10,7 +10,6 @@ from typing import List, Optional, Sequence
 
 import click
 
-from patchkit.core.errors import PatchkitError
 
 say = partial(click.echo, err=True)
 
@@ -31,7 +30,9 @@ def ledger():
 def say_skipped(refusal: str) -> None:
     """What --skip-version-check let through, said plainly (nothing when the version was in range anyway)."""
     if refusal:
-        say(f"warning: version check skipped (--skip-version-check): {refusal}")
+        from patchkit.state.planning import skipped_note
+
+        say(f"warning: {skipped_note(refusal)}")
 
 
 def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], output: Optional[str],
@@ -40,13 +41,7 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
-    s = api.load(recipe, overrides, backend)
-    try:
-        plan = api.plan(s, root, skip_version)
-    except PatchkitError:
-        if skip_version:  # the plan failed: still say what was let through
-            say_skipped(_refusal(s, root))
-        raise
+    plan = api.plan_recipe(recipe, overrides, backend, root, skip_version)
     say_skipped(plan.version_skipped)
     text = plan.diff()
     if stat:
@@ -61,8 +56,9 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
         if f.work_tree is not None:
             say(f"git: {f.diffpath} is " + (f"tracked in the git work tree {f.work_tree}" if f.tracked else
                                              f"in the git work tree {f.work_tree} but not tracked there"))
-    say(f"{s.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
-        f"({s.recipe.target.distribution} {plan.installed.shown}, from {plan.installed.version_from})")
+    target = plan.settings.recipe.target
+    say(f"{plan.settings.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
+        f"({target.distribution} {plan.installed.shown}, from {plan.installed.version_from})")
     if changed:
         say("apply the patch with `git apply` or `patch -p1` run in " + " and ".join(map(str, plan.patch_bases())))
 
@@ -70,57 +66,25 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
 def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], allow_dirty: bool,
           commit: bool, interactive: bool, skip_version: bool) -> None:
     from patchkit import api
-    from patchkit.core.outcome import Outcome
 
-    s = api.load(recipe, overrides, backend)
-    plans = []
-
-    def planned(plan) -> None:  # said before anything is written (or asked with --interactive)
-        plans.append(plan)
-        say_skipped(plan.version_skipped)
-
-    try:
-        outcomes = api.apply(s, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
-                             skip_version_check=skip_version, review=review if interactive else None, planned=planned)
-    except PatchkitError:
-        if skip_version and not plans:  # the plan itself failed: still say what was let through
-            say_skipped(_refusal(s, root))
-        raise
-    for o in outcomes:
+    done = api.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty,
+                            commit=commit, skip_version_check=skip_version, review=review if interactive else None)
+    if not interactive:  # review said it before its questions
+        say_skipped(done.version_skipped)
+    for o in done.outcomes:
         say(f"{o.label}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
-    say_git(outcomes)
-    if any(o.state is Outcome.NOT_WRITTEN for o in outcomes):
+    say_git(done.outcomes)
+    s = done.settings
+    if not done.written:
         say(f"{s.id}: nothing written")
         sys.exit(1)
-    changed = sum(o.state.written for o in outcomes)
-    installed = plans[0].installed
-    if changed:
-        from patchkit.state.environment import runtime_missing
-
-        missing = runtime_missing(installed.root)
-        if missing:
-            say(f"warning: {missing}")
-    own = api.own_dependency(s)
-    if own:
-        say(f"warning: {s.recipe.target.package} ({own}) is patchkit's own code or one of its dependencies: "
-            f"every patchkit command now runs the patched lines and profiles patchkit itself; "
-            f"`patchkit revert {s.id}` when done")
-    say(f"{s.id}: {changed} file(s) patched, {len(outcomes) - changed} already applied "
-        f"({s.recipe.target.distribution} {installed.shown}, from {installed.version_from}); "
+    for warning in done.warnings:
+        say(f"warning: {warning}")
+    say(f"{s.id}: {done.changed} file(s) patched, {len(done.outcomes) - done.changed} already applied "
+        f"({s.recipe.target.distribution} {done.installed.shown}, from {done.installed.version_from}); "
         f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
     for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
         say(f"note: {note}")
-
-
-def _refusal(s, root: Optional[str]) -> str:
-    """The version check's refusal, or "" when the version is in range or the package is not found."""
-    from patchkit.state.targets import check_version, locate
-
-    try:
-        check_version(locate(s.recipe.target, root), s.recipe.target, s.id, s.recipe.path)
-    except PatchkitError as exc:
-        return exc.message
-    return ""
 
 
 def say_git(outcomes) -> None:
@@ -132,10 +96,13 @@ def say_git(outcomes) -> None:
             say(f"git: {o.git}")
 
 
-def review(files) -> bool:
-    """apply --interactive: each file's diff, then y/n/q; any n or q means nothing is written."""
+def review(plan) -> bool:
+    """apply --interactive: what a skipped version check let through, then each changing file's diff and y/n/q;
+    any n or q means nothing is written."""
     from patchkit.engine.diff import colour
 
+    say_skipped(plan.version_skipped)
+    files = [f for f in plan.files if f.changes]
     declined: List[str] = []
     for number, f in enumerate(files, 1):
         text = f.diff()

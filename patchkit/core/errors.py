@@ -7,7 +7,7 @@ status 1 and prints no traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 
 class Location(NamedTuple):
@@ -36,6 +36,7 @@ class PatchkitError(Exception):
         self.message = message
         self.where = where
         self.hint = hint
+        self.warnings: List[str] = []  # said before the error (what a skipped check let through on the way to it)
 
     def render(self) -> str:
         """The error as printed; a path or name from someone else's file cannot put a control character on the

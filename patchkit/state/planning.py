@@ -12,7 +12,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.state import gitrepo
 from patchkit import DISTRIBUTION
-from patchkit.core.errors import AnchorError, Location, TargetError
+from patchkit.core.errors import AnchorError, Location, PatchkitError, TargetError
 from patchkit.engine.marks import decode, foreign_line
 from patchkit.core.model import Applied, CannotApply, Point, Settings, TransformResult
 from patchkit.state.targets import Installed, check_version, locate
@@ -86,6 +86,20 @@ def plan(settings: Settings, root: Optional[str] = None, skip_version_check: boo
         if not skip_version_check:
             raise
         skipped = exc.message
+    try:
+        return _planned(settings, installed, skipped)
+    except PatchkitError as exc:
+        if skipped:  # the plan failed further on: the error still says what the skipped check let through
+            exc.warnings.append(skipped_note(skipped))
+        raise
+
+
+def skipped_note(refusal: str) -> str:
+    """What ``--skip-version-check`` let through, said plainly."""
+    return f"version check skipped (--skip-version-check): {refusal}"
+
+
+def _planned(settings: Settings, installed: Installed, skipped: str) -> Plan:
     seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
     chosen = _chosen(settings, installed, seen)
     result = Plan(settings, installed, [], skipped)
