@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import settings as explore
 from hypothesis import strategies as st
 
-from patchkit.engine.codegen import header_lines
+from patchkit.engine.lines import header_lines
 from patchkit.engine.codemod import applied_ids, split_lines, strip, transform
 from patchkit.core.model import AlreadyApplied, Applied, CannotApply
 from patchkit.recipe.load import load_recipe

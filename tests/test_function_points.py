@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from patchkit import api
 from patchkit.cli.commands import main
-from patchkit.engine.codegen import header_lines
+from patchkit.engine.lines import header_lines
 from patchkit.engine.codemod import strip, transform
 from patchkit.core.errors import RecipeError
 from patchkit.recipe import schema as recipe_schema

@@ -106,7 +106,7 @@ def test_a_file_that_does_not_decode_names_itself(data):
 # ---------------------------------------------------------------- lines ending in the marker that patchkit did not write
 
 def test_the_lines_patchkit_writes_are_its_own():
-    from patchkit.engine import codegen
+    from patchkit.engine import lines as codegen
     from patchkit.recipe.load import all_recipes
 
     for settings in all_recipes():

@@ -44,7 +44,8 @@ def _recipe_json(s) -> dict:
 
 
 def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str]) -> None:
-    from patchkit.engine import codegen
+    from patchkit.engine import lines
+    from patchkit.recipe.kinds import describe
     from patchkit.recipe.load import load
     from patchkit.core.vocabulary import SETTING
 
@@ -59,12 +60,10 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     for o in r.options:
         out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
     out += ["", "inserted at the top of each patched module:"]
-    out += ["    " + line for line in codegen.header_lines(s)]
-    from patchkit.engine.points import describe
-
+    out += ["    " + line for line in lines.header_lines(s)]
     for p in s.active_points():
         out.append(f"{describe(p)}:")
-        out += ["    " + line for line in codegen.shown(s, p)]
+        out += ["    " + line for line in lines.shown(s, p)]
     for note in r.notes:
         out.append(f"note: {note}")
     try:
@@ -97,19 +96,21 @@ def _as_typed(value) -> str:
 
 
 def _patches(s, root: Optional[str]) -> str:
-    """show's line naming the file that diff/apply would change here, or why none is named.
+    """show's line naming the files that diff/apply would change here, or why none is named.
 
-    Finding the package reads no file of it (``find_spec``); only when it is
-    there in a supported version are its candidate files parsed to pick one.
+    It reads no target file: where a group of points has one candidate here, that is the file; where it has
+    several, ``patchkit diff`` picks the first where every point resolves (that takes the codemod).
     """
-    from patchkit.state.planning import files_to_patch
+    from patchkit.state.planning import candidate_files
 
     try:
-        installed, paths = files_to_patch(s, root)
+        installed, groups = candidate_files(s, root)
     except PatchkitError as exc:
         where = f"{exc.where}: " if exc.where and exc.where.line is not None else ""
         return f"patches:  no file shown: {where}{exc.message}" + (f"\n          hint: {exc.hint}" if exc.hint else "")
-    return (f"patches:  {', '.join(map(str, paths))}\n"
+    named = [str(g[0]) if len(g) == 1 else f"the first of {' and '.join(map(str, g))} where every point resolves "
+             "(`patchkit diff` names it)" for g in groups]
+    return (f"patches:  {', '.join(named)}\n"
             f"          ({s.recipe.target.distribution} {installed.shown or '(version unknown)'}, "
             f"from {installed.version_from})")
 

@@ -2,7 +2,7 @@
 
 - :mod:`.codemod`: the transform: a recipe's points applied to one file on libcst's tree.
 - :mod:`.points`: the finders, one module per kind of position; :mod:`.points.lookup`: classes, methods, functions.
-- :mod:`.codegen`: the inserted statements and decorators as libcst nodes.
+- :mod:`.lines`: the inserted lines as text (no libcst: `show` prints them); :mod:`.codegen`: the same lines as libcst nodes.
 - :mod:`.marks`: patchkit's own lines (``# patchkit:RECIPE``), found and taken out.
 - :mod:`.diff`: unified diffs for review; :mod:`.examples`: a recipe's own before/after examples, run.
 """

@@ -1,97 +1,23 @@
-"""What patchkit inserts, as libcst nodes built from validated recipe values.
+"""What patchkit inserts, as the libcst nodes the codemod puts into a target.
 
-The statement at a point is ``_patchkit_runtime.step(key)`` (or ``start``,
-``refuse``), under ``if guard:`` when there is one; ``on_exit`` is an
-``@_patchkit_runtime.on_exit(key[, guard])`` decorator whose lambdas take the
-target's own parameters.  Strings become JSON-escaped ASCII literals (valid
-Python, whatever the target file's encoding), names were validated when the
-recipe was loaded, and guard expressions were parsed then (here libcst parses
-them again into nodes).  Every statement ends with the marker comment
-``# patchkit:<recipe-id>`` on its one line, so it can be found and taken out
-again.  The module header is kept as text (:func:`header_lines`, which
-``show`` prints and the examples leave out), and libcst parses it into nodes.
+The text of every inserted line is made in one place, :mod:`patchkit.engine.lines`
+(which ``patchkit show`` prints without loading libcst); here libcst parses
+that text into nodes, so what is shown is what is written.  The guard and
+role expressions were validated when the recipe was loaded; one that libcst
+cannot read (a syntax newer than libcst's grammar) is a :class:`CannotWrite`
+naming the expression.  An ``on_exit`` decorator's lambdas take the target's
+own parameters, written here from the target's ``def``.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from functools import lru_cache
+from typing import List, Optional
 
 import libcst as cst
 
-from patchkit import DISTRIBUTION
 from patchkit.core.model import MARKER, Point, Settings
-
-RUNTIME = "_patchkit_runtime"
-# What the points call where patchkit.runtime cannot be imported: the same names, doing nothing.
-NOOP = ('__import__("types").SimpleNamespace(configure=lambda *a, **k: None, start=lambda *a: None, '
-        'step=lambda *a: None, refuse=lambda *a: None, on_exit=lambda *a: lambda f: f{})')
-NOOP_LABELLED = (", mark=lambda *a: None, range_start=lambda *a: None, range_end=lambda *a: None, "
-                 "ranged=lambda *a: lambda f: f")  # only in modules whose points set ranges or marks
-
-
-def marker(recipe_id: str) -> str:
-    return f"  # {MARKER}:{recipe_id}"
-
-
-def literal(value: Any) -> str:
-    """Python source for a plain value; never anything but a literal."""
-    if isinstance(value, bool) or value is None:
-        return repr(value)
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, (tuple, list)):
-        items = [literal(v) for v in value]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    raise TypeError(f"no literal for {type(value).__name__}")
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _string(text: str) -> str:
-    """A double-quoted, ASCII-only Python literal equal to ``text`` (any code point, surrogates too)."""
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif " " <= ch <= "~":
-            out.append(ch)
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return '"' + "".join(out) + '"'
-
-
-def header_lines(settings: Settings) -> List[str]:
-    """The module-level lines: import the runtime (or a no-op stand-in), then hand it the recipe's settings.
-
-    A patched package must never fail to import because of patchkit: where
-    ``patchkit.runtime`` cannot be imported (another environment, a node set
-    up differently), the points call a stand-in that does nothing and one line
-    on stderr says which recipe, which interpreter and what to install.
-    """
-    rid = settings.id
-    tail = marker(rid)
-    labelled = any(p.action in ("range", "mark") for p in settings.active_points())
-    kwargs = ", ".join(f"{k}={literal(v)}" for k, v in settings.runtime_settings().items())
-    said = literal(f"patchkit: {rid} is applied to %s, but %s cannot import patchkit.runtime (%s); it runs without "
-                   f"profiling. Install the same patchkit build ({DISTRIBUTION}, not the registry's patchkit) in that "
-                   f"environment, or take the lines out with `patchkit revert {rid}`.\n")
-    return [  # plain blocks, one statement a line: a formatter has nothing to split, so every line keeps its marker
-        f"try:{tail}",
-        f"    import patchkit.runtime as {RUNTIME}{tail}",
-        f"except Exception as _patchkit_missing:{tail}",
-        f"    {RUNTIME} = {NOOP.format(NOOP_LABELLED if labelled else '')}{tail}",
-        f"    try:{tail}",
-        f'        __import__("sys").stderr.write({said} % (__name__, __import__("sys").executable, '
-        f"repr(_patchkit_missing))){tail}",
-        f"    except Exception:{tail}",
-        f"        pass{tail}",
-        f"{RUNTIME}.configure({literal(rid)}, {kwargs}){tail}",
-    ]
+from patchkit.engine.lines import decorator, guards, header_lines, statement, takes_parameters
 
 
 class CannotWrite(ValueError):
@@ -126,74 +52,29 @@ class _PinIndent(cst.CSTTransformer):
         return updated_node.with_changes(indent=self.indent)
 
 
-def _expression(text: str) -> cst.BaseExpression:
-    """A guard or role expression (validated when the recipe was loaded) as a libcst node."""
-    try:
-        return cst.parse_expression(text)
-    except cst.ParserSyntaxError as exc:
-        raise CannotWrite(f"libcst cannot read the expression {text!r} ({exc.message})") from None
+@lru_cache(maxsize=512)
+def _parsed(text: str) -> cst.BaseStatement:
+    """One statement (or a decorated stub) parsed; nodes are immutable, so one parse serves every file."""
+    return cst.parse_statement(text + "\n")
 
 
-def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
-    return expr.with_changes(lpar=[cst.LeftParen(), *expr.lpar], rpar=[*expr.rpar, cst.RightParen()])
-
-
-def _str_node(value: str) -> cst.SimpleString:
-    return cst.SimpleString(literal(value))
-
-
-def _key_and_guard(settings: Settings, point: Point):
-    """The capture key (a literal, or an expression choosing the role) and the guard, as expressions."""
-    recipe = settings.recipe
-    guards = [g for g in (recipe.guard, point.guard) if g]
-    key: cst.BaseExpression = _str_node(recipe.id)
-    if recipe.roles:
-        role = settings.choice("role")
-        roles = dict(recipe.roles)
-        if role in (None, "all"):  # "id/actor" if (...) else "id/ref" if (...) else None
-            key = cst.Name("None")
-            for name, expr in reversed(recipe.roles):
-                key = cst.IfExp(test=_parenthesized(_expression(expr)), body=_str_node(f"{recipe.id}/{name}"),
-                                orelse=key)
-        else:
-            key = _str_node(f"{recipe.id}/{role}")
-            guards.append(roles[role])
-    parsed = [_expression(g) for g in guards]
-    guard = parsed[0] if len(parsed) == 1 else None
-    if len(parsed) > 1:  # (a) and (b) and (c)
-        guard = _parenthesized(parsed[0])
-        for g in parsed[1:]:
-            guard = cst.BooleanOperation(left=guard, operator=cst.And(), right=_parenthesized(g))
-    return key, guard
-
-
-def _runtime(name: str, *args: cst.BaseExpression) -> cst.Call:
-    """``_patchkit_runtime.<name>(args...)``."""
-    return cst.Call(func=cst.Attribute(value=cst.Name(RUNTIME), attr=cst.Name(name)), args=[cst.Arg(a) for a in args])
+def _readable(settings: Settings, point: Point) -> None:
+    """Raise :class:`CannotWrite` for a guard or role expression libcst cannot read."""
+    for text in guards(settings, point):
+        try:
+            cst.parse_expression(text)
+        except cst.ParserSyntaxError as exc:
+            raise CannotWrite(f"libcst cannot read the expression {text!r} ({exc.message})") from None
 
 
 def point_statement(settings: Settings, point: Point, part: str = "") -> cst.BaseStatement:
-    """The statement at a point: ``_patchkit_runtime.step(key)``, or ``if guard: ...`` on one line.
+    """The statement at a point (:func:`patchkit.engine.lines.statement`) as a node.
 
     ``part``: for a range around a statement, ``"open"`` or ``"close"``.
-
     Raises :class:`CannotWrite` for a guard libcst cannot read.
     """
-    key, guard = _key_and_guard(settings, point)
-    if point.action == "refuse":  # the whole recipe, whatever the role: guard and reason only
-        call = _runtime("refuse", _str_node(settings.id), _str_node(point.reason))
-        guard = _expression(point.guard) if point.guard else None
-    elif point.action == "range":  # around a statement: opened before it, closed after it (closing needs no guard)
-        call = _runtime("range_end" if part == "close" else "range_start", key, _str_node(point.name))
-        guard = None if part == "close" else guard
-    elif point.action == "mark":
-        call = _runtime("mark", key, _str_node(point.name))
-    else:
-        call = _runtime(point.action, key)
-    tail = marker_comment(settings.id)
-    if guard is None:
-        return cst.SimpleStatementLine(body=[cst.Expr(call)], trailing_whitespace=tail)
-    return cst.If(test=guard, body=cst.SimpleStatementSuite(body=[cst.Expr(call)], trailing_whitespace=tail))
+    _readable(settings, point)
+    return _parsed(statement(settings, point, part))
 
 
 class _OneLine(cst.CSTTransformer):
@@ -231,31 +112,18 @@ def lambda_parameters(params: cst.Parameters) -> cst.Parameters:
     )
 
 
-def _generic_parameters(point: Point) -> cst.Parameters:
-    """``self, *args, **kwargs`` (or without ``self``): for ``show``, which has no target at hand."""
-    self_ = [] if point.cls is None else [cst.Param(cst.Name("self"))]
-    return cst.Parameters(params=self_, star_arg=cst.Param(cst.Name("args"), star="*"),
-                          star_kwarg=cst.Param(cst.Name("kwargs"), star="**"))
-
-
 def exit_decorator_node(settings: Settings, point: Point, func: Optional[cst.FunctionDef] = None) -> cst.Decorator:
     """``@_patchkit_runtime.on_exit(key[, guard])`` with lambdas taking the target's own parameters.
 
-    The target is a method, or a module-level function (no ``self``).
+    The target is a method, or a module-level function (no ``self``); without one, ``self, *args, **kwargs``.
     Raises :class:`CannotWrite` when a default value cannot be repeated on one line.
     """
-    key, guard = _key_and_guard(settings, point)
-    if isinstance(key, cst.SimpleString) and guard is None:
-        args: List[cst.BaseExpression] = [key]
-    else:
-        params = lambda_parameters(func.params) if func is not None else _generic_parameters(point)
-        args = [key if isinstance(key, cst.SimpleString) else cst.Lambda(params, key)]
-        if guard is not None:
-            args.append(cst.Lambda(params, guard))
-    if point.action == "range":  # @ranged(key, name[, guard]): the range around every call of the function
-        args.insert(1, _str_node(point.name))
-        return cst.Decorator(decorator=_runtime("ranged", *args), trailing_whitespace=marker_comment(settings.id))
-    return cst.Decorator(decorator=_runtime("on_exit", *args), trailing_whitespace=marker_comment(settings.id))
+    _readable(settings, point)
+    params = None
+    if func is not None and takes_parameters(settings, point):
+        params = code(lambda_parameters(func.params))
+    stub = _parsed(decorator(settings, point, params) + "\ndef _patchkit_stub(): pass")
+    return stub.decorators[0]
 
 
 def code(node: cst.CSTNode) -> str:
@@ -264,19 +132,10 @@ def code(node: cst.CSTNode) -> str:
 
 
 def call_statement(settings: Settings, point: Point, part: str = "") -> str:
-    """:func:`point_statement` as ``patchkit show`` prints it."""
+    """:func:`point_statement` as source: the one line, marker included."""
     return code(point_statement(settings, point, part))
 
 
-def shown(settings: Settings, point: Point) -> List[str]:
-    """What a point inserts, as ``patchkit show`` prints it: a decorator, one statement, or the two of a range."""
-    if point.at in ("on_exit", "method"):
-        return [exit_decorator(settings, point)]
-    if point.action == "range":
-        return [call_statement(settings, point, "open"), "<the statement>", call_statement(settings, point, "close")]
-    return [call_statement(settings, point)]
-
-
 def exit_decorator(settings: Settings, point: Point, func: Optional[cst.FunctionDef] = None) -> str:
-    """:func:`exit_decorator_node` as ``patchkit show`` prints it (without a target: ``self, *args, **kwargs``)."""
+    """:func:`exit_decorator_node` as source (without a target: ``self, *args, **kwargs``)."""
     return code(exit_decorator_node(settings, point, func))

@@ -44,7 +44,7 @@ def example_points(settings: Settings, source: str) -> Optional[List[Point]]:
 
 
 def _check_example(settings: Settings, ex: Example) -> Tuple[bool, str]:
-    from patchkit.engine.codegen import header_lines
+    from patchkit.engine.lines import header_lines
     from patchkit.engine.codemod import transform
 
     points = example_points(settings, ex.before)

@@ -1,7 +1,7 @@
 """Whether the Python that runs a patched package can import ``patchkit.runtime``.
 
 The inserted lines import the runtime; where it is missing they fall back to
-a stand-in that does nothing (see :func:`patchkit.engine.codegen.header_lines`), so
+a stand-in that does nothing (see :func:`patchkit.engine.lines.header_lines`), so
 the job runs on, unprofiled.  ``apply`` warns when it can tell that this will
 happen: a ``--root`` shaped like site-packages that holds no patchkit and is
 not on this interpreter's own path.  A source checkout gives no such sign (its

@@ -133,6 +133,31 @@ def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Inst
     return installed, [(installed.root / relpath).resolve() for relpath in _chosen(settings, installed, {})]
 
 
+def candidate_files(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[List[Path]]]:
+    """Where the recipe's package is, and for each group of points the candidate files that are there.
+
+    Reads no target file (no codemod): :func:`plan` picks the first candidate of a group where every point
+    resolves.  A group with no candidate there is the error :func:`plan` would give.
+    """
+    recipe = settings.recipe
+    installed = locate(recipe.target, root)
+    check_version(installed, recipe.target, recipe.id, recipe.path)
+    groups: List[List[Path]] = []
+    for candidates in dict.fromkeys(p.files or recipe.target.files for p in settings.active_points()):
+        there = [(installed.root / c).resolve() for c in candidates if (installed.root / c).is_file()]
+        if not there:
+            raise _none_there(settings, installed, candidates)
+        groups.append(there)
+    return installed, groups
+
+
+def _none_there(settings: Settings, installed: Installed, candidates: Sequence[str]) -> TargetError:
+    recipe = settings.recipe
+    return TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
+                       Location(recipe.path), f"is {recipe.target.distribution} {installed.shown or '(version unknown)'} "
+                       "the package this recipe is for?")
+
+
 # patchkit's own import and the imports of its dependencies, with their distributions: a recipe that
 # patches one of them makes every later patchkit command run, and profile, patchkit itself
 # import name -> distribution, for patchkit and every dependency in pyproject.toml (a test keeps them in step)
@@ -196,8 +221,7 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
     recipe = settings.recipe
     version = f"{recipe.target.distribution} {installed.shown or '(version unknown)'}"
     if not failures:
-        raise TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
-                          Location(recipe.path), f"is {version} the package this recipe is for?")
+        raise _none_there(settings, installed, candidates)
     path, why = failures[0]
     others = "".join(f"; {p.name}: {'the same' if w.reason == why.reason else w.reason}" for p, w in failures[1:])
     raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} supports {recipe.target.versions or 'any version'})",

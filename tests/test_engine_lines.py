@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import DISTRIBUTION, api
-from patchkit.engine.codegen import header_lines, literal
+from patchkit.engine.lines import header_lines, literal
 from patchkit.state.ledger import Ledger
 from patchkit.recipe.load import load_recipe
 
@@ -171,7 +171,7 @@ def test_the_noop_stand_in_offers_every_name_the_generated_lines_call(tmp_path):
     """Every ``_patchkit_runtime.<name>`` that any built-in recipe's lines call exists on the stand-in and does nothing."""
     import re
 
-    import patchkit.engine.codegen as codegen
+    import patchkit.engine.lines as codegen
 
     stand_in = eval(codegen.NOOP.format(codegen.NOOP_LABELLED))  # noqa: S307 - patchkit's own constant
     called = set()
