@@ -92,3 +92,14 @@ def test_the_reference_names_every_kind_setting_and_backend(site):
     for name in d.backends.names():
         assert f'id="backend-{name}"' in built, f"no section for the backend {name}"
     assert "patchkit-reference:" not in built, "a marker of reference.md was left unreplaced"
+
+
+def test_the_reference_names_every_spelling_patchkit_reads(site):
+    """Made from patchkit.core.spellings, so a spelling added to the table is documented without a line written."""
+    d = _hook().declarations()
+    page = _text(site / "reference" / "index.html")
+    missing = [s for m in d.spellings.MEMBERS for s in m.spellings() if s not in page]
+    missing += [k.spelling for k in d.spellings.KEYS if k.spelling not in page]
+    assert not missing, "the generated reference does not name the spellings: " + ", ".join(missing)
+    built = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    assert 'id="spellings"' in built and "MindSpeed-RL" in page and ".".join(d.spellings.NESTED) in page

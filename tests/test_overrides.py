@@ -22,6 +22,19 @@ def test_sections_backend_and_options_are_set_and_remembered_as_typed():
     assert DATA == {"id": "r", "schedule": {"wait": 1}, "profiler": {"level": "level0"}}
 
 
+def test_other_tools_key_names_are_taken_as_typed_for_the_loader_to_read():
+    """verl's tool_config.npu.KEY is profiler.KEY; other names stay as written (patchkit.recipe.normalise reads
+    them), and a name no table knows is refused with the nearest."""
+    data, overridden, _ = apply_overrides(
+        DATA, ["profiler.tool_config.npu.level=ProfilerLevel.Level1", "profiler.profile_with_memory=true"], OPTIONS)
+    assert data["profiler"] == {"level": "ProfilerLevel.Level1", "profile_with_memory": True}
+    assert overridden == {("profiler", "level"): "profiler.tool_config.npu.level=ProfilerLevel.Level1",
+                          ("profiler", "profile_with_memory"): "profiler.profile_with_memory=true"}
+    with pytest.raises(OverrideError) as info:
+        apply_overrides(DATA, ["schedule.profile_level=level1"], OPTIONS)  # other names are profiler keys only
+    assert "did you mean profiler.profile_level=level1?" in info.value.hint
+
+
 def test_values_are_yaml_and_options_take_words():
     data, _, chosen = apply_overrides({}, ["profiler.ranks=[0, 2]", "profiler.save_path=", "granularity=True"],
                                       OPTIONS)

@@ -75,9 +75,10 @@ def test_every_setting_of_the_table_is_an_override_key(setting):
 def test_an_unknown_override_lists_exactly_the_table_keys_and_options():
     with pytest.raises(OverrideError) as info:
         load("verl-fsdp-update", ["schedule.wiat=2"])
-    listed = info.value.hint.split("valid keys: ")[1].split(", ")
-    assert listed == ["backend", *(s.key for s in SETTINGS if s.section == "profiler"),
-                      *(s.key for s in SETTINGS if s.section == "schedule"), "granularity"]
+    listed, also = info.value.hint.split("valid keys: ")[1].split("; also read: ")
+    assert listed.split(", ") == ["backend", *(s.key for s in SETTINGS if s.section == "profiler"),
+                                  *(s.key for s in SETTINGS if s.section == "schedule"), "granularity"]
+    assert "profiler.profile_level" in also.split(", ")  # other tools' names (patchkit.core.spellings)
     assert "did you mean schedule.wait=2?" in info.value.hint
 
 

@@ -11,6 +11,8 @@ replaced by a section made from the code:
   and the kinds that allow each;
 * ``settings``: every profiler and schedule setting (``vocabulary.SETTINGS``)
   with its type, allowed values, default and help;
+* ``spellings``: the users' own spellings patchkit reads as its names (``patchkit.core.spellings``):
+  torch_npu's enum members for values, verl's, MindSpeed-RL's and torch_npu's names for keys;
 * ``backends``: the registered backends (``patchkit.runtime.backends``), each
   with its description, the settings it uses and leaves unused (as its own
   ``plan()`` says), and the code ``patchkit show`` prints for it.
@@ -45,6 +47,7 @@ class Declarations(NamedTuple):
     vocabulary: Any  # patchkit.core.vocabulary
     kinds: Dict[str, Any]  # name -> Kind
     backends: Any  # patchkit.runtime.backends
+    spellings: Any = None  # patchkit.core.spellings
 
 
 def declarations() -> Declarations:
@@ -55,9 +58,10 @@ def declarations() -> Declarations:
         vocabulary = importlib.import_module("patchkit.core.vocabulary")
         kinds = importlib.import_module("patchkit.recipe.kinds").KINDS
         backends = importlib.import_module("patchkit.runtime.backends")  # registers the built-in backends
+        spellings = importlib.import_module("patchkit.core.spellings")
     except Exception as exc:  # noqa: BLE001  (any import failure is a build error, said with its cause)
         raise PluginError(f"reference: cannot import patchkit's declarations: {type(exc).__name__}: {exc}") from exc
-    return Declarations(vocabulary, dict(kinds), backends)
+    return Declarations(vocabulary, dict(kinds), backends, spellings)
 
 
 # ---------------------------------------------------------------------------
@@ -202,6 +206,49 @@ def settings_section(d: Declarations) -> str:
     return "\n".join(out)
 
 
+def _key_does(sp: Any, k: Any) -> str:
+    """What another tool's key does, in words."""
+    if k.does == sp.RENAME:
+        return f"{code('profiler.' + k.key)}, the same value"
+    if k.does == sp.MEMBER:
+        return (f"`true` puts {code(k.word)} in {code('profiler.' + k.key)} (its default if the recipe gives "
+                "none), `false` takes it out")
+    if k.does == sp.ALL:
+        return f"`true` is {code('profiler.' + k.key + ': all')}; `false` leaves {code(k.key + ':')} to say which"
+    if k.does == sp.ALWAYS:
+        return f"`true` is accepted and changes nothing; `false` is refused: {cell(k.why)}"
+    raise PluginError(f"reference: the spelling {k.spelling} does {k.does!r}, which docs/hooks/reference.py "
+                      "has no words for: add them to _key_does")
+
+
+def spellings_section(d: Declarations) -> str:
+    sp = d.spellings
+    nested = ".".join(sp.NESTED)
+    out = ["## Other tools' spellings {#spellings}", "",
+           "Settings copied from torch_npu code or from a verl or MindSpeed-RL config are read as patchkit's "
+           "own names when the recipe is loaded, in a recipe file and in `KEY=VALUE` alike; everything after "
+           "the loader, `patchkit show` included, sees only patchkit's names. A spelling in neither table is "
+           "an error at its line, with the nearest accepted name.", "",
+           "### torch_npu's names of values", "",
+           f"Each torch_npu member may be written as torch_npu code does (after {code(sp.TORCH_NPU + '.')} or "
+           "not), bare, or as the string torch_npu stores.", "",
+           "| setting | patchkit's word | torch_npu's member | also read as |", "|---|---|---|---|"]
+    for m in sp.MEMBERS:
+        first, *rest = m.spellings()
+        out.append(f"| {code('profiler.' + m.setting)} | {code(m.word)} | {code(first)} | "
+                   f"{', '.join(code(x) for x in rest)} |")
+    out += ["", "### Other tools' names of keys", "",
+            f"Written under `profiler:`, or as `profiler.NAME=VALUE`. verl's {code(nested)} block is read as "
+            f"if its keys were written under `profiler:` (on the command line: {code('profiler.' + nested + '.KEY')}"
+            "). Where two names set one key, the one typed on the command line wins; in a recipe, writing both "
+            "is an error.", "",
+            "| written | whose name | read as |", "|---|---|---|"]
+    for k in sp.KEYS:
+        out.append(f"| {code(k.spelling)} | {k.tool} | {_key_does(sp, k)} |")
+    out.append("")
+    return "\n".join(out)
+
+
 def _other(v: Any, s: Any) -> Any:
     """A valid value of setting ``s`` other than its default, to ask a backend whether it uses ``s``."""
     if s.kind == v.WORD:
@@ -262,7 +309,7 @@ def backends_section(d: Declarations) -> str:
 
 
 SECTIONS = {"kinds": kinds_section, "actions": actions_section, "settings": settings_section,
-            "backends": backends_section}
+            "spellings": spellings_section, "backends": backends_section}
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,6 +2,7 @@
 
 - :mod:`.errors`: the error hierarchy, each error located (file, line, column) and rendered with a hint.
 - :mod:`.vocabulary`: every profiler and schedule setting with its type, values and default; positions, actions.
+- :mod:`.spellings`: the users' own names (torch_npu's values, verl's and MindSpeed-RL's keys) for patchkit's.
 - :mod:`.model`: ``Recipe``, ``Point``, ``Settings``: what a recipe says, validated.
 - :mod:`.outcome`: ``Outcome``, ``Status`` and the words patchkit prints for them.
 - :mod:`.private`: the state folder ($PATCHKIT_HOME), created and checked private (owner, mode, no links).

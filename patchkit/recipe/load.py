@@ -26,6 +26,7 @@ from patchkit.recipe import replicas
 from patchkit.core import vocabulary as v
 from patchkit.recipe.catalogue import builtin_ids
 from patchkit.core.errors import Location, OverrideError, RecipeError
+from patchkit.recipe.normalise import normalise
 from patchkit.recipe.overrides import apply_overrides
 from patchkit.recipe.files import read_text, recipe_path  # noqa: F401  (where the command line reads a RECIPE argument)
 from patchkit.recipe.reader import Reader, check_relative, did_you_mean, is_identifier, is_recipe_id, kind_of, name_of
@@ -70,7 +71,8 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     options_data = data.get("options")
     original = data
     data, overridden, chosen = apply_overrides(data, overrides, options_data)
-    r = Reader(data, marks, path, overridden)
+    r = normalise(Reader(data, marks, path, overridden))  # other tools' spellings become patchkit's names
+    data, overridden = r.data, r.overridden
     r.mapping((), FORMAT_KEYS, REQUIRED)
 
     rid = r.name(("id",), "id")
@@ -113,13 +115,21 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
                           "give at least one point a `when:` that matches, or none at all")
     runtime = settings.runtime_settings()
     for problem in backends.validate(runtime):  # what the backend itself checks (no torch import)
-        blamed = _blamed_overrides(problem, runtime, original, overridden, rid)
+        blamed = _blamed_overrides(problem, runtime, _spelt_as_patchkit(original, marks, path), overridden, rid)
         if blamed:
             raise OverrideError(f"{' '.join(blamed)}: {problem}", Location("<command line>"),
                                 "change the value on the command line, or leave it out to keep the recipe's")
         raise r.fail(("profiler",) if "profiler" in data else (), problem,
                      "change the value in the recipe or override it, e.g. profiler.save_path=./outputs/x")
     return settings
+
+
+def _spelt_as_patchkit(original: Any, marks: Marks, path: str) -> Any:
+    """The recipe as written (no override) in patchkit's names, or as written where an override fixes it."""
+    try:
+        return normalise(Reader(original, marks, path, {})).data
+    except RecipeError:
+        return original
 
 
 def _blamed_overrides(problem: str, runtime: Dict[str, Any], original: Mapping[str, Any],

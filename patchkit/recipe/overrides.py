@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence, Tuple
 
 from patchkit.recipe import replicas
+from patchkit.core import spellings as sp
 from patchkit.core import vocabulary as v
 from patchkit.core.errors import Location, OverrideError, RecipeError
 from patchkit.recipe.yamlpos import load, shorten
@@ -23,7 +24,7 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
             raise OverrideError(f"{shorten(text)!r} is not KEY=VALUE", Location("<command line>"),
                                 "write overrides as schedule.active=3 or granularity=micro")
         value = _value(text, raw)
-        parts = replicas.SHORT_KEYS.get(key, tuple(key.split(".")))
+        parts = _spelt(replicas.SHORT_KEYS.get(key, tuple(key.split("."))))
         if len(parts) == 1 and parts[0] in option_names:
             if not isinstance(value, str):
                 value = str(value).lower() if isinstance(value, bool) else str(value)
@@ -32,18 +33,32 @@ def apply_overrides(data: Dict[str, Any], overrides: Sequence[str], options: Any
         valid = _valid_override_keys(option_names)
         if parts[0] == "backend" and len(parts) == 1:
             data["backend"] = value
-        elif len(parts) == 2 and parts[1] in v.SETTING and v.SETTING[parts[1]].section == parts[0]:
+        elif len(parts) == 2 and ((parts[1] in v.SETTING and v.SETTING[parts[1]].section == parts[0])
+                                  or (parts[0] == "profiler" and parts[1] in sp.KEY)):
             section = data.get(parts[0])
             section = dict(section) if isinstance(section, dict) else {}
             section[parts[1]] = value
             data[parts[0]] = section
         else:
-            close = _close_keys(key, valid)
+            close = _close_keys(key, valid + _spelt_keys())
             guess = f"did you mean {' or '.join(f'{k}={shorten(raw.strip())}' for k in close)}? " if close else ""
             raise OverrideError(f"unknown override key {shorten(key)!r}", Location("<command line>"),
-                                guess + "valid keys: " + ", ".join(valid))
+                                guess + "valid keys: " + ", ".join(valid) + "; also read: "
+                                + ", ".join(_spelt_keys()) + f", profiler.{'.'.join(sp.NESTED)}.KEY")
         overridden[parts] = text
     return data, overridden, chosen
+
+
+def _spelt(parts: Tuple[str, ...]) -> Tuple[str, ...]:
+    """verl's ``profiler.tool_config.npu.KEY`` is ``profiler.KEY`` (the loader reads other tools' key names)."""
+    if len(parts) == 4 and parts[0] == "profiler" and parts[1:3] == sp.NESTED:
+        return ("profiler", parts[3])
+    return parts
+
+
+def _spelt_keys() -> List[str]:
+    """Other tools' names of profiler keys, as overrides: ``profiler.profile_level``."""
+    return [f"profiler.{k.spelling}" for k in sp.KEYS]
 
 
 def _value(text: str, raw: str) -> Any:

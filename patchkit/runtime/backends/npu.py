@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping
 
+from patchkit.core.spellings import MEMBERS
 from patchkit.runtime.backends.program import call
 from patchkit.runtime.backends.registry import Plan, role_of
 from patchkit.runtime.backends.schedule import steps_function
@@ -23,8 +24,9 @@ P = "torch_npu.profiler"
 # torch_npu's tensorboard_trace_handler drops (returns None for) paths with other
 # characters up to its 2026-05 releases; patchkit accepts only this safe subset.
 PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/-")
-LEVEL = {"level_none": "Level_none", "level0": "Level0", "level1": "Level1", "level2": "Level2"}
-EXPORT = {"text": "Text", "db": "Db"}
+# patchkit's words -> torch_npu's members, from the one table that also reads the users' torch_npu spellings
+LEVEL = {m.word: m.name for m in MEMBERS if m.setting == "level"}
+EXPORT = {m.word: m.name for m in MEMBERS if m.setting == "export_type"}
 
 # torch_npu 2.13/2.14 (the newest API), used when nothing is probed.
 STATIC_FEATURES: Dict[str, Any] = {
@@ -46,9 +48,9 @@ STATIC_FEATURES: Dict[str, Any] = {
                               "MemoryUB", "ResourceConflictRatio", "L2Cache", "MemoryAccess"}),
     "host_sys_members": frozenset({"CPU", "MEM", "DISK", "NETWORK", "OSRT", "NUMA"}),
 }
-AIC = {"none": "AiCoreNone", "pipe_utilization": "PipeUtilization", "arithmetic_utilization": "ArithmeticUtilization",
-       "memory": "Memory", "memory_l0": "MemoryL0", "memory_ub": "MemoryUB",
-       "resource_conflict_ratio": "ResourceConflictRatio", "l2_cache": "L2Cache", "memory_access": "MemoryAccess"}
+AIC = {m.word: m.name for m in MEMBERS if m.setting == "aic_metrics"}
+HOST_SYS = {m.word: m.name for m in MEMBERS if m.setting == "host_sys"}
+ACTIVITY = {m.word: m.name for m in MEMBERS if m.setting == "contents"}
 FLAGS = ("l2_cache", "op_attr", "record_op_args", "sys_io", "sys_interconnection")  # off unless asked
 
 
@@ -148,7 +150,7 @@ def plan(s: Mapping[str, Any], f: Mapping[str, Any], key: str) -> Plan:
                "    raise RuntimeError('torch_npu.profiler.tensorboard_trace_handler returned None: "
                "torch_npu rejected the output folder and would discard the data')"]
 
-    acts = [f"{P}.ProfilerActivity.{a.upper()}" for a in ("cpu", "npu") if a in contents]
+    acts = [f"{P}.ProfilerActivity.{ACTIVITY[a]}" for a in ("cpu", "npu") if a in contents]
     sched = [f"{k}={int(s[k])!r}" for k in ("wait", "warmup", "active", "repeat", "skip_first")
              if k in f["schedule"]]
     missing = [k for k in ("wait", "warmup", "active", "repeat", "skip_first") if k not in f["schedule"]]
@@ -206,8 +208,8 @@ def _experimental_options(s: Mapping[str, Any], f: Mapping[str, Any], keep: Call
         keep("experimental", "gc_detect_threshold", repr(s["gc_detect_threshold"]), exp)
     if s["host_sys"]:
         members = f.get("host_sys_members", STATIC_FEATURES["host_sys_members"])
-        have = [h.upper() for h in s["host_sys"] if h.upper() in members]
-        lost = [h for h in s["host_sys"] if h.upper() not in members]
+        have = [HOST_SYS[h] for h in s["host_sys"] if HOST_SYS[h] in members]
+        lost = [h for h in s["host_sys"] if HOST_SYS[h] not in members]
         if lost:
             notes.append(f"this torch_npu has no HostSystem {', '.join(lost)}; left out of host_sys")
         if have:
