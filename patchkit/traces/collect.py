@@ -25,7 +25,7 @@ capture's folder is refused like a broken one; reads and writes go through
 :mod:`patchkit.traces.journal`, which never leaves either folder.  The names in DEST and the
 list of files to copy are :mod:`patchkit.traces.layout`'s.  The bytes come from a
 :class:`Source`: this machine's files, or a Ray node's (:mod:`patchkit.cluster.gather`).
-Nothing here prints.
+Nothing here prints: a ``progress`` (:mod:`patchkit.core.progress`) is told the bytes copied.
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.traces import journal
 from patchkit.core import manifest
 from patchkit.traces.captures import Capture, CaptureError, unique
 from patchkit.core.errors import Location
+from patchkit.core.progress import BYTES, Progress, given
 from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401
 from patchkit.traces.layout import PART, Item, dest_name, dest_path, group_of, plan, screen  # noqa: F401
 
@@ -86,17 +87,21 @@ class Result(NamedTuple):
 
 
 def collect_here(dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None, chunk: Optional[int] = None,
-                 skip_broken: bool = False) -> Result:
+                 skip_broken: bool = False, progress: Optional[Progress] = None) -> Result:
     """The captures under ``folders`` (or the default folders, see :func:`patchkit.traces.captures.search`) into ``dest``."""
     from patchkit.traces.captures import search
 
     caps = confine(search(folders, cwd))
-    return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken)
+    return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken, progress)
 
 
 def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], walk, chunk: Optional[int] = None,
-            skip_broken: bool = False) -> Result:
-    """Copy ``captures`` into ``dest``.  ``sources``: node -> :class:`Source`; ``walk`` as for :func:`plan`."""
+            skip_broken: bool = False, progress: Optional[Progress] = None) -> Result:
+    """Copy ``captures`` into ``dest``.  ``sources``: node -> :class:`Source`; ``walk`` as for :func:`plan`.
+
+    ``progress`` is told the bytes to copy (files already there not counted), then each chunk as it is
+    written, with the file's number and its node.
+    """
     dest = os.path.abspath(dest)
     chunk = chunk or CHUNK
     inside = os.path.realpath(dest) + os.sep  # DEST under a searched folder: its copies are not captures to collect
@@ -121,6 +126,10 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
     if not os.path.lexists(os.path.join(dest, journal.JOURNAL)):
         journal.start(dest)
     done: List[Copied] = []
+    todo = [i for i in items if i.size >= 0 and i.dest not in keep]
+    progress = given(progress)
+    progress.start(sum(i.size for i in todo), f"copying {len(todo)} file(s)", BYTES)
+    number = 0  # of the file being copied, in todo
     for item in items:
         cap = good[item.capture]
         target = os.path.join(dest, *journal.parts_of(item.dest))
@@ -132,7 +141,9 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
             if item.dest not in recorded:
                 journal.append(dest, keep[item.dest])
             continue
-        entry = _copy(sources[cap.node], item, dest, chunk)
+        number += 1
+        what = f"file {number}/{len(todo)} from {shown(cap.node)}"
+        entry = _copy(sources[cap.node], item, dest, chunk, lambda n: progress.advance(n, what))
         journal.append(dest, dict(entry, **{"node": cap.node}))
         done.append(Copied(target, item.source, cap.node, item.size, "copied", item.capture))
     written = [m for m in (_manifest(dest, cap) for cap in good) if m]
@@ -167,7 +178,7 @@ def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], s
     return keep
 
 
-def _copy(source: Source, item: Item, dest: str, chunk: int) -> Dict[str, Any]:
+def _copy(source: Source, item: Item, dest: str, chunk: int, copied: Callable[[int], None]) -> Dict[str, Any]:
     """One file copied to ``<name>.patchkit-part`` in DEST, checked, then linked to its name (never replacing one)."""
     parent, _, name = item.dest.rpartition("/")
     fd = journal.folder(dest, parent)
@@ -182,6 +193,7 @@ def _copy(source: Source, item: Item, dest: str, chunk: int) -> Dict[str, Any]:
                 handle.write(data)
                 h.update(data)
                 written += len(data)
+                copied(len(data))
             handle.flush()
             os.fsync(handle.fileno())
         size, digest = source.digest(item.source, item.root)
