@@ -101,3 +101,14 @@ def run_dir(tmp_path_factory):
     from capturing import two_rank_run
 
     return two_rank_run(tmp_path_factory)
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """stderr a terminal for the progress bars (patchkit.cli.progress), still captured by CliRunner."""
+    from patchkit.cli import progress
+
+    from progress_helpers import Terminal
+
+    real = progress.stream
+    monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))

@@ -236,3 +236,53 @@ def test_a_real_job_ignores_hostile_requests_and_still_answers_a_good_one(tmp_pa
     err = job.communicate(timeout=60)[1]
     ignored = [ln for ln in err.splitlines() if ln.startswith("[patchkit] ignoring the capture request")]
     assert sorted(ln.split("'")[1].rsplit("/", 1)[1] for ln in ignored) == ["evil.json", "huge.json", "minus.json"]
+
+
+# ---------------------------------------------------------------- the bar while capture waits
+
+
+def _answered(rid="verl-fsdp-update", host="h1"):
+    entry = {"pid": 7, "host": host, "recipe": rid, "key": rid, "role": "", "rank": 0, "time": 0.0}
+    return {"host": host, "request": "x", "asked": [entry], "answers": {ondemand.name(entry): {
+        "first": 0, "last": 2, "traces": ["/t/a.pt.trace.json"], "error": None}}, "dead": [], "late": []}
+
+
+def test_capture_waits_with_a_bar_of_the_answers_on_a_terminal_only(monkeypatch):
+    from click.testing import CliRunner
+
+    from patchkit.cli import progress
+    from patchkit.cli.commands import main
+    from progress_helpers import Terminal, drive
+
+    def ask_and_wait(recipe, steps, ranks, role, timeout, progress=None):
+        drive(progress, 1, f"waiting for 1 process(es) to record {steps} step(s)", "answers")
+        return _answered(recipe)
+
+    monkeypatch.setattr(ondemand, "ask_and_wait", ask_and_wait)
+    piped = CliRunner().invoke(main, ["capture", "verl-fsdp-update", "--steps", "3"])
+    assert piped.exit_code == 0 and "waiting" not in piped.stderr and "%" not in piped.stderr
+    real = progress.stream
+    monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))
+    shown = CliRunner().invoke(main, ["capture", "verl-fsdp-update", "--steps", "3"])
+    assert shown.exit_code == 0 and shown.stdout == piped.stdout
+    assert "waiting for 1 process(es) to record 3 step(s)" in shown.stderr and "1/1" in shown.stderr
+    assert shown.stderr.endswith(piped.stderr)
+
+
+def test_capture_ray_tells_its_progress_each_node_that_answered(monkeypatch):
+    import contextlib
+
+    from patchkit.cluster import capture as cluster_capture, gather, ray as cluster_ray
+    from progress_helpers import Recorder
+
+    nodes = [{"node_id": "a" * 56, "ip": "10.0.0.1"}, {"node_id": "b" * 56, "ip": "10.0.0.2"}]
+    monkeypatch.setattr(cluster_ray, "connect", lambda address: contextlib.nullcontext(None))
+    monkeypatch.setattr(cluster_ray, "alive_nodes", lambda ray: nodes)
+    monkeypatch.setattr(gather, "_pinned", lambda ray, fn, node_id: type("T", (), {
+        "remote": staticmethod(lambda *args: _answered(host=node_id[:1]))}))
+    monkeypatch.setattr(gather, "_get", lambda ray, ref, what: ref)
+    recorder = Recorder()
+    results = cluster_capture.ask_every_node("auto", "verl-fsdp-update", 2, [], "", 5, recorder)
+    assert [r["host"] for r in results] == ["a", "b"]
+    assert recorder.summary() == [("waiting for 2 node(s)", "nodes", 2, 2)]
+    assert recorder.stages[0]["items"] == ["node 10.0.0.1", "node 10.0.0.2"]

@@ -16,6 +16,8 @@ from patchkit import api
 from patchkit.cli.commands import main
 from patchkit.cluster.node import NodeResult, NodeState
 
+from progress_helpers import Terminal, drive
+
 A, B, C = "a" * 56, "b" * 56, "c" * 56
 R = "verl-fsdp-update"
 DIFF = "--- a/x.py\n+++ b/x.py\n@@ -1 +1,2 @@\n x = 1\n+y()  # patchkit:verl-fsdp-update\n"
@@ -31,8 +33,9 @@ def answers(monkeypatch):
     calls = []
 
     def give(op, results):
-        def fake(*args, **kwargs):
+        def fake(*args, progress=None, **kwargs):
             calls.append((op, args))
+            drive(progress, len(results), f"{op} on {len(results)} node(s)")  # as cluster.ray tells it
             return results
         monkeypatch.setattr(cluster, op, fake)
         return calls
@@ -137,3 +140,22 @@ def test_status_failing_on_a_node_exits_1(answers):
     result = run("status", "--ray", "auto", code=1)
     assert result.stdout == f"{A[:12]} (10.0.0.1)  -  failed: PermissionError: /h/a\n"
     assert "error: status failed on 1 of 1 node(s)" in result.stderr
+
+
+@pytest.mark.parametrize("op,args", [("apply", ["apply", R]), ("plan", ["diff", R]), ("revert", ["revert", R]),
+                                     ("status", ["status"])])
+def test_on_a_terminal_a_bar_counts_the_nodes_on_stderr_and_stdout_stays_the_same(answers, monkeypatch, op, args):
+    from patchkit.cli import progress
+
+    answers(op, [node(A, NodeState.PATCHED, "x.py in /site", diff=DIFF), node(B, NodeState.ALREADY_APPLIED, diff=DIFF)])
+    piped = run(*args, "--ray", "auto")
+    assert "node(s)  [" not in piped.stderr and "%" not in piped.stderr
+    real = progress.stream
+    monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))
+    shown = run(*args, "--ray", "auto")
+    assert shown.stdout == piped.stdout
+    assert f"{op} on 2 node(s)" in shown.stderr and "2/2" in shown.stderr and "100%" in shown.stderr
+    assert shown.stderr.endswith(piped.stderr)  # the bar's line is finished before the command's own lines
+    if op == "status":
+        as_json = run("status", "--ray", "auto", "--json")
+        assert as_json.stderr == "" and json.loads(as_json.stdout)["nodes"]

@@ -150,3 +150,24 @@ def test_a_capture_whose_profiler_writes_its_own_report_is_listed_and_collected_
     result = cli("collect", str(dest), str(out))
     assert "(the ownreport report itself is where ownreport wrote it)" in result.stdout
     assert json.loads((dest / "own" / manifest.FOLDER / f"rank0_{path.name}").read_text())["steps"]["first"] == 1
+
+
+def test_collect_shows_a_bar_of_the_bytes_copied_only_on_a_terminal(run_dir, tmp_path, monkeypatch):
+    """Piped: stderr as it was, no bar.  On a terminal: the bar on stderr, the same stdout, byte for byte."""
+    dest = tmp_path / "collected"
+    piped = cli("collect", str(dest), str(run_dir))
+    assert "copying" not in piped.stderr and "%" not in piped.stderr
+    shutil.rmtree(dest)
+    from progress_helpers import Terminal
+    from patchkit.cli import progress
+    from patchkit.cli.progress import size_text
+
+    real = progress.stream
+    monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))
+    shown = cli("collect", str(dest), str(run_dir))
+    assert shown.stdout == piped.stdout
+    size = sum(p.stat().st_size for p in run_dir.glob("*.pt.trace.json"))
+    assert "copying 2 file(s)" in shown.stderr and "100%" in shown.stderr
+    assert f"{size_text(size)}/{size_text(size)}" in shown.stderr
+    assert f"file 2/2 from {socket.gethostname()}" in shown.stderr
+    assert shown.stderr.endswith(piped.stderr)  # the bar's line ends before collect's own lines

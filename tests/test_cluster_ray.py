@@ -53,8 +53,10 @@ class FakeRay(ModuleType):
         return Task(self)
 
     def wait(self, refs, num_returns, timeout):
-        assert num_returns == len(refs) and timeout == cluster.timeout()
-        return [r for r in refs if not r.hang], [r for r in refs if r.hang]
+        """Ray's answer: the first ``num_returns`` done (the hanging never are), or fewer at the timeout."""
+        assert 0 <= timeout <= cluster.timeout()
+        ready = [r for r in refs if not r.hang][:num_returns]
+        return ready, [r for r in refs if r not in ready]
 
     def get(self, ref):
         if isinstance(ref.value, BaseException):
@@ -239,3 +241,31 @@ def test_revert_needs_recipes_or_everything_and_labels_the_nodes(use):
     assert ray.tasks[0][2]["kwargs"] == {"recipes": ["r1", "r2"], "everything": False, "root": "/site", "force": True}
     cluster.revert("auto", everything=True)
     assert ray.tasks[-1][2]["label"] == "all"
+
+
+def test_each_stage_tells_its_progress_the_nodes_as_they_answer(use):
+    from progress_helpers import Recorder
+
+    use(lambda node, op, args: ok(NodeState.PATCHED if op == "apply" else NodeState.WOULD_CHANGE, changed=True))
+    recorder = Recorder()
+    cluster.apply("auto", "r", progress=recorder)
+    assert recorder.summary() == [("planning on 2 node(s)", "nodes", 2, 2), ("applying on 2 node(s)", "nodes", 2, 2)]
+    for op, call in (("reverting", lambda p: cluster.revert("auto", ["r"], progress=p)),
+                     ("reading the status", lambda p: cluster.status("auto", progress=p)),
+                     ("planning", lambda p: cluster.plan("auto", "r", progress=p))):
+        recorder = Recorder()
+        call(recorder)
+        assert recorder.summary() == [(f"{op} on 2 node(s)", "nodes", 2, 2)]
+
+
+def test_a_node_that_never_answers_leaves_its_count_out_and_the_rest_rolled_back_are_counted(use, monkeypatch):
+    from progress_helpers import Recorder
+
+    monkeypatch.setenv("PATCHKIT_RAY_TIMEOUT", "0.2")
+    states = {"plan": NodeState.WOULD_CHANGE, "apply": NodeState.PATCHED, "rollback": NodeState.ROLLED_BACK}
+    use(lambda node, op, args: None if node == B and op == "apply" else ok(states[op], changed=True))
+    recorder = Recorder()
+    a, b = cluster.apply("auto", "r", progress=recorder)
+    assert recorder.summary() == [("planning on 2 node(s)", "nodes", 2, 2), ("applying on 2 node(s)", "nodes", 2, 1),
+                                  ("putting back on 1 node(s)", "nodes", 1, 1)]
+    assert not b.ok and "no answer within 0.2 s" in b.message and a.state is NodeState.ROLLED_BACK

@@ -82,6 +82,21 @@ def test_collect_gathers_both_ranks_rank_named_with_their_manifests(run_dir, tmp
     assert snapshot(dest) == before
 
 
+def test_collect_tells_its_progress_the_bytes_to_copy_and_each_file_with_its_node(run_dir, tmp_path):
+    from progress_helpers import Recorder
+    from patchkit.core.progress import BYTES
+
+    host = collect_mod.collect_here(str(tmp_path / "d"), [str(run_dir)]).files[0].node
+    recorder = Recorder()
+    collect_mod.collect_here(str(tmp_path / "collected"), [str(run_dir)], progress=recorder)
+    size = sum(p.stat().st_size for p in run_dir.glob("*.pt.trace.json"))
+    assert recorder.summary() == [("copying 2 file(s)", BYTES, size, size)]
+    assert recorder.stages[0]["items"] == [f"file 1/2 from {host}", f"file 2/2 from {host}"]
+    again = Recorder()
+    collect_mod.collect_here(str(tmp_path / "collected"), [str(run_dir)], progress=again)
+    assert again.summary() == [("copying 0 file(s)", BYTES, 0, 0)]  # both already there: nothing to copy
+
+
 def test_an_interrupted_collect_completes_when_run_again(run_copy, tmp_path):
     """SIGKILL in the middle of the second file; the next run keeps the first and copies the second anew."""
     dest = tmp_path / "collected"

@@ -142,3 +142,37 @@ def test_a_read_that_fails_on_the_node_is_one_error_line():
 
     with pytest.raises(ClusterError, match="reading /n/t.json on .*: /n/t.json is a symbolic link"):
         list(source_answering(fail).chunks("/n/t.json", 10, 1000, "/n"))
+
+
+def test_collect_ray_tells_its_progress_the_nodes_searched_then_the_bytes_with_each_file_s_node(shared, ray_here):
+    from progress_helpers import Recorder
+    from patchkit.core.progress import BYTES
+
+    out, _secret, dest = shared
+    recorder = Recorder()
+    gather.collect("auto", str(dest), [str(out)], progress=recorder)
+    assert recorder.summary() == [("searching 1 node(s)", "nodes", 1, 1),
+                                  ("copying 1 file(s)", BYTES, len(TRACE), len(TRACE))]
+    assert recorder.stages[0]["items"] == [LABEL] and recorder.stages[1]["items"] == [f"file 1/1 from {LABEL}"]
+    scanned = Recorder()
+    gather.scan("auto", [str(out)], progress=scanned)
+    assert scanned.summary() == [("searching 1 node(s)", "nodes", 1, 1)]
+
+
+def test_collect_and_traces_ray_draw_their_bars_on_a_terminal_only(shared, ray_here, monkeypatch):
+    from progress_helpers import Terminal
+    from patchkit.cli import progress
+
+    out, _secret, dest = shared
+    piped = cli("collect", dest, out, "--ray", "auto")
+    listed = cli("traces", out, "--ray", "auto")
+    assert "searching" not in piped.stderr + listed.stderr and "%" not in piped.stderr + listed.stderr
+    real = progress.stream
+    monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))
+    again = cli("collect", dest, out, "--ray", "auto")  # everything already there
+    assert again.stdout == piped.stdout.replace("copied:", "already there:")
+    assert "searching 1 node(s)" in again.stderr and "1/1" in again.stderr and "copying 0 file(s)" in again.stderr
+    shown = cli("traces", out, "--ray", "auto")
+    assert shown.stdout == listed.stdout and "searching 1 node(s)" in shown.stderr and "1/1" in shown.stderr
+    as_json = cli("traces", out, "--ray", "auto", "--json")
+    assert "searching" not in as_json.stderr

@@ -157,3 +157,30 @@ def test_malformed_registrations_are_passed_over_without_an_error(home):
         ondemand.write_json(str(folder / f"bad{n}.json"), dict(good, **bad))
     (folder / "list.json").write_text("[1, 2]")
     assert [e["pid"] for e in ondemand.registered("r")] == [os.getpid()]
+
+
+def test_waiting_tells_its_progress_each_process_that_answered_or_ended():
+    import threading
+
+    from progress_helpers import Recorder
+
+    ondemand.register("r/actor", rank=0)  # this process: answers from a thread below
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    ondemand.register("r/ref", rank=1, pid=sleeper.pid)  # ends without answering
+    ondemand.register("r/critic", rank=2)  # this process again: never answers
+
+    def answer_when_asked():
+        while not runtime_ondemand.requests():
+            time.sleep(0.02)
+        ondemand.answer(runtime_ondemand.requests()[0]["id"], "r/actor", first=0, last=1, traces=[], error=None)
+
+    helpers = [threading.Thread(target=answer_when_asked), threading.Thread(target=sleeper.wait)]
+    for t in helpers:
+        t.start()
+    recorder = Recorder()
+    out = ondemand.ask_and_wait("r", 2, timeout=3, poll=0.05, progress=recorder)
+    for t in helpers:
+        t.join()
+    assert len(out["answers"]) == len(out["dead"]) == len(out["late"]) == 1
+    assert recorder.summary() == [("waiting for 3 process(es) to record 2 step(s)", "answers", 3, 2)]
+    assert ondemand.ask_and_wait("nobody", 1, progress=recorder) and len(recorder.stages) == 1  # nobody: no stage

@@ -142,3 +142,57 @@ def test_a_manifest_from_a_newer_patchkit_stops_summary_and_no_plot_is_written(r
     assert result.exit_code == 1
     assert result.stderr.startswith(f"error: {manifest}:1: written by patchkit 9.0.0 in manifest format 2")
     assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------- progress
+
+
+def test_summarise_tells_its_progress_every_byte_of_the_traces_it_reads(run, tmp_path):
+    from progress_helpers import Recorder
+    from patchkit.core.progress import BYTES
+
+    gz = tmp_path / "gz" / "h_3.1.pt.trace.json.gz"
+    gz.parent.mkdir()
+    gz.write_bytes(__import__("gzip").compress((run / "h_1.1.pt.trace.json").read_bytes()))
+    (run / gz.name).write_bytes(gz.read_bytes())
+    recorder = Recorder()
+    summarise(str(run), recorder)
+    size = sum(p.stat().st_size for p in run.iterdir())  # the .gz counts its compressed bytes, as on disk
+    assert recorder.summary() == [("reading 3 capture(s)", BYTES, size, size)]
+    assert [item.split(": ")[0] for item in recorder.stages[0]["items"]] == ["1/3", "2/3", "3/3"]
+    seen = []
+    from patchkit.traces.read import chrome_totals
+
+    chrome_totals(str(gz), seen.append)  # told as the stream goes, chunk by chunk
+    assert sum(seen) == gz.stat().st_size and seen
+
+
+def test_summarise_counts_a_torch_npu_capture_by_the_text_files_it_reads(tmp_path):
+    from progress_helpers import Recorder
+    from test_compare import ascend_run
+
+    folder = ascend_run(tmp_path / "a", 100, 60)
+    recorder = Recorder()
+    summarise(str(folder), recorder)
+    texts = sum(p.stat().st_size for p in folder.glob("*/ASCEND_PROFILER_OUTPUT/*"))
+    assert recorder.summary()[0][2:] == (texts, texts)
+
+
+def test_summary_and_compare_draw_a_bar_on_a_terminal_only_and_never_with_json(run, monkeypatch):
+    from progress_helpers import Terminal
+    from patchkit.cli import progress
+    from patchkit.cli.progress import size_text
+
+    piped, piped_json = invoke("summary", run), invoke("summary", run, "--json")
+    compared = invoke("compare", run, run)
+    assert piped.stderr == piped_json.stderr == compared.stderr == ""
+    real = progress.stream
+    monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))
+    shown = invoke("summary", run)
+    assert shown.exit_code == 0 and shown.stdout == piped.stdout
+    size = size_text(sum(p.stat().st_size for p in run.iterdir()))
+    assert "reading 2 capture(s)" in shown.stderr and "100%" in shown.stderr and f"{size}/{size}" in shown.stderr
+    again = invoke("compare", run, run)
+    assert again.stdout == compared.stdout and again.stderr.count("\n") == 2  # one finished bar per side
+    assert (invoke("summary", run, "--json").stdout, invoke("summary", run, "--json").stderr) == (piped_json.stdout, "")
+    assert invoke("compare", run, run, "--json").stderr == ""

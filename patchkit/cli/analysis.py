@@ -13,6 +13,7 @@ from typing import List
 
 import click
 
+from patchkit.cli.progress import bar
 from patchkit.core.errors import Location, TraceError
 from patchkit.core.printable import printable
 
@@ -121,7 +122,8 @@ def summary_cmd(path: str, as_json: bool, plot_file, top: int) -> None:
             require(plot_file)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--plot") from None
-    result = summarise(path)
+    with bar(enabled=not as_json) as progress:
+        result = summarise(path, progress)
     click.echo(json.dumps(result.to_json(top), indent=2) if as_json else _lines(_summary_lines(result, top)))
     if plot_file:
         from patchkit.traces.plot import write_plot
@@ -187,7 +189,8 @@ def compare_cmd(a: str, b: str, as_json: bool, top: int, output_dir: str, no_msp
     from patchkit.traces.compare import compare, msprof_commands
     from patchkit.traces.summary import summarise
 
-    result = compare(summarise(a), summarise(b), top)
+    with bar(enabled=not as_json) as progress:
+        result = compare(summarise(a, progress), summarise(b, progress), top)
     if not result.pairs:
         raise TraceError(printable(f"no rank of A matches a rank of B (A: {', '.join(result.only_a)}; "
                                    f"B: {', '.join(result.only_b)})"), Location(b),

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
+from patchkit.cli.progress import bar
 from patchkit.core.errors import Location, PatchkitError
 from patchkit.core.printable import printable
 
@@ -66,12 +67,13 @@ def capture(recipe: str, steps: int, ranks: Optional[str], role: Optional[str], 
     check_steps(steps)
     rid = recipe_id(recipe)
     wanted = parse_ranks(ranks)
-    if ray_address:
-        from patchkit.cluster.capture import ask_every_node
+    with bar() as progress:
+        if ray_address:
+            from patchkit.cluster.capture import ask_every_node
 
-        results = ask_every_node(ray_address, rid, steps, wanted, role or "", timeout)
-    else:
-        results = [ondemand.ask_and_wait(rid, steps, wanted, role or "", timeout)]
+            results = ask_every_node(ray_address, rid, steps, wanted, role or "", timeout, progress)
+        else:
+            results = [ondemand.ask_and_wait(rid, steps, wanted, role or "", timeout, progress=progress)]
     asked = sum(len(r["asked"]) for r in results)
     if not asked:
         where = "on any node" if ray_address else f"here (PATCHKIT_HOME={ondemand.home()})"

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 import click
 
+from patchkit.cli.progress import bar
 from patchkit.cluster import ray as cluster
 from patchkit.cluster.ray import ClusterError
 from patchkit.cluster.node import NodeResult, NodeState
@@ -43,7 +44,8 @@ def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[st
     from patchkit import api
 
     s = api.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
-    results = cluster.apply(address, recipe, overrides, backend, root, skip_version_check)
+    with bar() as progress:
+        results = cluster.apply(address, recipe, overrides, backend, root, skip_version_check, progress=progress)
     for r in results:
         click.echo(_line(r))
     ok = all(r.ok for r in results)
@@ -67,7 +69,8 @@ def diff(address: str, recipe: str, overrides: Sequence[str], root: Optional[str
     from patchkit.engine.diff import stat as diffstat
 
     api.load(recipe, overrides, backend)
-    results = cluster.plan(address, recipe, overrides, backend, root, skip_version_check)
+    with bar() as progress:
+        results = cluster.plan(address, recipe, overrides, backend, root, skip_version_check, progress=progress)
     groups: Dict[str, List[NodeResult]] = {}
     for r in results:
         if r.ok and r.diff:
@@ -105,14 +108,16 @@ def _split_diff(text: str):
 
 
 def revert(address: str, recipes: Sequence[str], everything: bool, root: Optional[str], force: bool = False) -> None:
-    results = cluster.revert(address, recipes, everything, root, force)
+    with bar() as progress:
+        results = cluster.revert(address, recipes, everything, root, force, progress=progress)
     for r in results:
         click.echo(_line(r))
     _fail_if_any(results, "revert")
 
 
 def status(address: str, as_json: bool, root: Optional[str] = None) -> None:
-    results = cluster.status(address, root)
+    with bar(enabled=not as_json) as progress:
+        results = cluster.status(address, root, progress=progress)
     if as_json:
         click.echo(json.dumps({"nodes": [{"node_id": r.node_id, "ip": r.ip, "ok": r.ok, "home": r.home,
                                           "state": str(r.state), "message": r.message, "files": r.files}

@@ -9,6 +9,8 @@ from typing import Dict, List, Sequence
 
 import click
 
+from patchkit.cli.progress import bar, size_text
+
 FOLDERS_HELP = ("With no DIR: the save paths of the applied recipes (a relative save path is taken from the current "
                 "directory) and every save path the runtime listed in $PATCHKIT_HOME/captures.")
 RAY_HELP = "every alive node of this Ray cluster (or auto); DEST is written here"
@@ -16,14 +18,6 @@ RAY_HELP = "every alive node of this Ray cluster (or auto); DEST is written here
 
 def _say(message: str) -> None:
     click.echo(message, err=True)
-
-
-def size_text(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _rows(caps) -> List[List[str]]:
@@ -74,7 +68,8 @@ def traces(folders: Sequence[str], ray_address, as_json: bool) -> None:
     if ray_address:
         from patchkit.cluster import gather
 
-        scans = gather.scan(ray_address, folders)
+        with bar(enabled=not as_json) as progress:
+            scans = gather.scan(ray_address, folders, progress=progress)
         caps = gather.found(scans, folders)
         if as_json:
             click.echo(json.dumps({"nodes": [{"node_id": s.node_id, "ip": s.ip, "ok": s.ok, "message": s.message}
@@ -125,14 +120,16 @@ def collect(dest: str, folders: Sequence[str], ray_address, skip_broken: bool) -
     if ray_address:
         from patchkit.cluster import gather
 
-        result, scans = gather.collect(ray_address, dest, folders, skip_broken=skip_broken)
+        with bar() as progress:
+            result, scans = gather.collect(ray_address, dest, folders, skip_broken=skip_broken, progress=progress)
         for s in scans:
             if not s.ok:
                 _say(f"warning: node {s.node} was not searched (--skip-broken): {s.message}")
     else:
         from patchkit.traces.collect import collect_here
 
-        result = collect_here(dest, folders, skip_broken=skip_broken)
+        with bar() as progress:
+            result = collect_here(dest, folders, skip_broken=skip_broken, progress=progress)
     _report(result)
 
 

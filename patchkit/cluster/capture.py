@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
+
+from patchkit.core.progress import Progress, given
 
 
 def _here(recipe: str, steps: int, ranks: Sequence[int], role: str, timeout: float) -> Dict[str, Any]:
@@ -12,11 +14,18 @@ def _here(recipe: str, steps: int, ranks: Sequence[int], role: str, timeout: flo
 
 
 def ask_every_node(address: str, recipe: str, steps: int, ranks: Sequence[int], role: str,
-                   timeout: float) -> List[Dict[str, Any]]:
+                   timeout: float, progress: Optional[Progress] = None) -> List[Dict[str, Any]]:
+    """Each node's :func:`patchkit.runtime.requests.ask_and_wait`; ``progress`` is told each node that answered."""
     from patchkit.cluster.ray import alive_nodes, connect
     from patchkit.cluster.gather import _get, _pinned
 
+    progress = given(progress)
     with connect(address) as ray:
         nodes = alive_nodes(ray)
         refs = [(n, _pinned(ray, _here, n["node_id"]).remote(recipe, steps, list(ranks), role, timeout)) for n in nodes]
-        return [_get(ray, ref, f"node {n['ip']}") for n, ref in refs]
+        progress.start(len(nodes), f"waiting for {len(nodes)} node(s)", "nodes")
+        out = []
+        for n, ref in refs:
+            out.append(_get(ray, ref, f"node {n['ip']}"))
+            progress.advance(1, f"node {n['ip']}")
+        return out

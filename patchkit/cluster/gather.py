@@ -28,6 +28,7 @@ from patchkit.traces.captures import Capture, CaptureError, NO_CAPTURE_HINT, def
 from patchkit.cluster.ray import ClusterError, alive_nodes, connect, timeout
 from patchkit.traces.collect import Result, Source, collect as copy_into, confine, open_inside, shown, walk_local
 from patchkit.core.errors import Location
+from patchkit.core.progress import Progress, given
 from patchkit.traces.journal import digest
 
 IN_FLIGHT = 4  # chunk reads asked of a node at once
@@ -92,15 +93,18 @@ def _get(ray, ref, what: str):
                                                            "for a slow one") from None
 
 
-def _scan(ray, folders: Sequence[str], cwd: str) -> List[NodeScan]:
+def _scan(ray, folders: Sequence[str], cwd: str, progress: Optional[Progress] = None) -> List[NodeScan]:
     nodes = alive_nodes(ray)
     refs = [_pinned(ray, _scan_here, n["node_id"]).remote(list(folders), cwd) for n in nodes]
+    progress = given(progress)
+    progress.start(len(nodes), f"searching {len(nodes)} node(s)", "nodes")
     out = []
     for n, ref in zip(nodes, refs):
         try:
             out.append(_get(ray, ref, f"node {n['node_id']} ({n['ip']})"))
         except ClusterError as exc:
             out.append(NodeScan(n["node_id"], n["ip"], f"{n['node_id'][:12]} ({n['ip']})", False, exc.message))
+        progress.advance(1, f"{n['node_id'][:12]} ({n['ip']})")
     return out
 
 
@@ -109,10 +113,11 @@ def _abs(folders: Sequence[str]) -> List[str]:
     return [f if f.startswith("~") else os.path.abspath(f) for f in folders]
 
 
-def scan(address: str, folders: Sequence[str] = (), cwd: Optional[str] = None) -> List[NodeScan]:
-    """Every node's captures (under ``folders``, or its defaults)."""
+def scan(address: str, folders: Sequence[str] = (), cwd: Optional[str] = None,
+         progress: Optional[Progress] = None) -> List[NodeScan]:
+    """Every node's captures (under ``folders``, or its defaults); ``progress`` is told each node that answered."""
     with connect(address) as ray:
-        return _scan(ray, _abs(folders), cwd or os.getcwd())
+        return _scan(ray, _abs(folders), cwd or os.getcwd(), progress)
 
 
 def found(scans: Sequence[NodeScan], folders: Sequence[str]) -> List[Capture]:
@@ -159,10 +164,12 @@ def checked_chunk(data: Any, chunk: int, path: str, node: str) -> bytes:
 
 
 def collect(address: str, dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None,
-            chunk: Optional[int] = None, skip_broken: bool = False) -> Tuple[Result, List[NodeScan]]:
-    """Every node's captures copied into ``dest`` on this machine."""
+            chunk: Optional[int] = None, skip_broken: bool = False,
+            progress: Optional[Progress] = None) -> Tuple[Result, List[NodeScan]]:
+    """Every node's captures copied into ``dest`` on this machine; ``progress`` is told the nodes searched, then
+    the bytes copied (each file's with its node)."""
     with connect(address) as ray:
-        scans = _scan(ray, _abs(folders), cwd or os.getcwd())
+        scans = _scan(ray, _abs(folders), cwd or os.getcwd(), progress)
         failed = [s for s in scans if not s.ok]
         if failed and not skip_broken:
             raise ClusterError(f"node {failed[0].node} could not be searched: {failed[0].message}; nothing was copied",
@@ -170,5 +177,6 @@ def collect(address: str, dest: str, folders: Sequence[str] = (), cwd: Optional[
         caps = found(scans, folders)
         listings = {(s.node, path): files for s in scans for path, files in (s.listings or {}).items()}
         sources: Dict[str, Source] = {s.node: RaySource(ray, s.node_id, s.node) for s in scans if s.ok}
-        result = copy_into(dest, caps, sources, lambda cap, path: listings.get((cap.node, path)), chunk, skip_broken)
+        result = copy_into(dest, caps, sources, lambda cap, path: listings.get((cap.node, path)), chunk, skip_broken,
+                           progress)
         return result, scans

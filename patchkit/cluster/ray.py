@@ -7,7 +7,8 @@ node-affinity scheduling (``soft=False``), and the task calls the same
 :mod:`patchkit.api` function there (:mod:`patchkit.cluster.node`): each node loads
 the recipe, reads its own ``PATCHKIT_ROOT`` and ``PATCHKIT_HOME`` and
 resolves its own targets.  Every function returns one
-:class:`~patchkit.cluster.node.NodeResult` per node; the command line
+:class:`~patchkit.cluster.node.NodeResult` per node, and tells an optional ``progress``
+(:mod:`patchkit.core.progress`) each node as it answers; the command line
 (:mod:`patchkit.cli.cluster`) says what they hold.
 
 ``apply`` is all or nothing across the cluster: it first plans on every node
@@ -24,9 +25,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from patchkit.core.errors import PatchkitError
+from patchkit.core.progress import Progress, given
 from patchkit.cluster.node import NodeResult, NodeState, on_node
 
 INSTALL_HINT = ('pip install "patchkit-profiler[ray]" (Ray 2.9 or later; the same build here and in every node\'s '
@@ -100,8 +103,16 @@ def alive_nodes(ray) -> List[Dict[str, str]]:
     return sorted(nodes, key=lambda n: (n["ip"], n["node_id"]))
 
 
-def _run(ray, op: str, nodes: List[Dict[str, str]], label: str, kwargs_for) -> List[NodeResult]:
-    """One task per node, each pinned to it; collect one result per node, failures included."""
+WHAT = {"plan": "planning", "apply": "applying", "rollback": "putting back", "revert": "reverting",
+        "status": "reading the status"}  # what a bar says while the nodes work
+
+
+def _run(ray, op: str, nodes: List[Dict[str, str]], label: str, kwargs_for,
+         progress: Optional[Progress] = None) -> List[NodeResult]:
+    """One task per node, each pinned to it; collect one result per node, failures included.
+
+    ``progress`` is told the nodes, then each node as it answers (in the order they do).
+    """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(on_node)
@@ -112,7 +123,7 @@ def _run(ray, op: str, nodes: List[Dict[str, str]], label: str, kwargs_for) -> L
         refs.append(task.options(num_cpus=0, max_retries=0, scheduling_strategy=strategy)
                     .remote(op, {"label": label, "kwargs": kwargs_for(n)}))
     limit = timeout()
-    _ready, pending = ray.wait(refs, num_returns=len(refs), timeout=limit)
+    pending = _wait(ray, refs, limit, given(progress), f"{WHAT.get(op, op)} on {len(nodes)} node(s)")
     results = []
     for n, ref in zip(nodes, refs):
         if ref in pending:
@@ -128,6 +139,18 @@ def _run(ray, op: str, nodes: List[Dict[str, str]], label: str, kwargs_for) -> L
             continue
         results.append(NodeResult(**data))
     return results
+
+
+def _wait(ray, refs: List[Any], limit: float, progress: Progress, label: str) -> List[Any]:
+    """Wait for every task, at most ``limit`` seconds in all, telling ``progress`` each one done; those still running."""
+    progress.start(len(refs), label, "nodes")
+    deadline, pending = time.monotonic() + limit, list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+        if not ready:
+            break
+        progress.advance(len(ready))
+    return pending
 
 
 def _task_failure(exc: BaseException) -> str:
@@ -154,34 +177,37 @@ def _recipe_kwargs(recipe: str, overrides: Sequence[str], backend: Optional[str]
 
 
 def plan(address: str, recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-         root: Optional[str] = None, skip_version_check: bool = False) -> List[NodeResult]:
+         root: Optional[str] = None, skip_version_check: bool = False,
+         progress: Optional[Progress] = None) -> List[NodeResult]:
     """``api.plan`` on every node: what apply would change there (``.diff``); writes nothing."""
     kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check)
     with connect(address) as ray:
-        return _run(ray, "plan", alive_nodes(ray), recipe, lambda n: kwargs)
+        return _run(ray, "plan", alive_nodes(ray), recipe, lambda n: kwargs, progress)
 
 
 diff = plan
 
 
 def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-          root: Optional[str] = None, skip_version_check: bool = False) -> List[NodeResult]:
+          root: Optional[str] = None, skip_version_check: bool = False,
+          progress: Optional[Progress] = None) -> List[NodeResult]:
     """Apply on every node, or on none: plan everywhere first, then apply, and undo it where it worked if a node fails.
 
     The failing nodes come back with ``ok`` false and their reason; the others
     say ``not applied`` (the plan failed elsewhere), ``rolled back``, or
-    ``left as it was`` (nothing had changed there).
+    ``left as it was`` (nothing had changed there).  ``progress`` is told the nodes of each stage (plan, apply,
+    putting back) as they answer.
     """
     kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check)
     with connect(address) as ray:
         nodes = alive_nodes(ray)
-        planned = _run(ray, "plan", nodes, recipe, lambda n: kwargs)
+        planned = _run(ray, "plan", nodes, recipe, lambda n: kwargs, progress)
         if not all(r.ok for r in planned):
             for r in planned:
                 if r.ok:
                     r.state, r.message = NodeState.NOT_APPLIED, "another node cannot apply; nothing was written here"
             return planned
-        applied = _run(ray, "apply", nodes, recipe, lambda n: kwargs)
+        applied = _run(ray, "apply", nodes, recipe, lambda n: kwargs, progress)
         skipped = {r.node_id: r.version_skipped for r in planned}
         for r in applied:
             r.version_skipped = r.version_skipped or skipped.get(r.node_id, "")
@@ -191,7 +217,7 @@ def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Opt
         by_id = {r.node_id: r for r in undo}
         rolled = _run(ray, "rollback", [n for n in nodes if n["node_id"] in by_id], recipe,
                       lambda n: {"recipe": by_id[n["node_id"]].recipe, "root": by_id[n["node_id"]].root,
-                                 "previous": by_id[n["node_id"]].previous}) if undo else []
+                                 "previous": by_id[n["node_id"]].previous}, progress) if undo else []
         for r in rolled:
             if not r.ok:
                 r.state = NodeState.ROLLBACK_FAILED
@@ -209,19 +235,19 @@ def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Opt
 
 
 def revert(address: str, recipes: Sequence[str] = (), everything: bool = False,
-           root: Optional[str] = None, force: bool = False) -> List[NodeResult]:
+           root: Optional[str] = None, force: bool = False, progress: Optional[Progress] = None) -> List[NodeResult]:
     """``api.revert`` on every node; a node where the recipe is not applied says ``nothing to revert``."""
     if not recipes and not everything:
         raise PatchkitError("say which recipes to revert, or --all", hint="patchkit revert --ray ADDRESS RECIPE... or --all")
     kwargs = {"recipes": list(recipes), "everything": everything, "root": _root_arg(root), "force": force}
     label = "all" if everything else ",".join(recipes)
     with connect(address) as ray:
-        return _run(ray, "revert", alive_nodes(ray), label, lambda n: kwargs)
+        return _run(ray, "revert", alive_nodes(ray), label, lambda n: kwargs, progress)
 
 
-def status(address: str, root: Optional[str] = None) -> List[NodeResult]:
+def status(address: str, root: Optional[str] = None, progress: Optional[Progress] = None) -> List[NodeResult]:
     """``api.status`` on every node: each node's records under its own PATCHKIT_HOME (``.files``), and the
     patchkit lines no record of it explains under ``root`` (default: the node's PATCHKIT_ROOT or environment)."""
     kwargs = {"root": _root_arg(root)}
     with connect(address) as ray:
-        return _run(ray, "status", alive_nodes(ray), "", lambda n: kwargs)
+        return _run(ray, "status", alive_nodes(ray), "", lambda n: kwargs, progress)

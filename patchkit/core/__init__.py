@@ -9,4 +9,5 @@
 - :mod:`.confined`: reading inside a folder: no link followed, no path out, sizes bounded.
 - :mod:`.printable`: text from others' files, escaped for the terminal.
 - :mod:`.manifest`: the record the runtime writes beside each capture, read by everything after it.
+- :mod:`.progress`: how long work says how far it got (bytes copied, nodes answered), for the command line to show.
 """

@@ -31,7 +31,10 @@ import stat
 import tempfile
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from patchkit.core.progress import Progress
 
 PROCESSES, REQUESTS, ANSWERS = "processes", "requests", "answers"
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole ids only (fullmatch), and no ".."
@@ -255,11 +258,12 @@ def name(entry: Dict[str, Any]) -> str:
 
 
 def ask_and_wait(recipe: str, steps: int, ranks: Sequence[int] = (), role: str = "", timeout: float = 300.0,
-                 poll: float = 0.2) -> Dict[str, Any]:
+                 poll: float = 0.2, progress: Optional[Progress] = None) -> Dict[str, Any]:
     """Ask every matching process here for ``steps`` steps and wait for each to answer, die, or time out.
 
     Returns ``{"host", "request", "asked": [registration...], "answers": {name: answer}, "dead": [name...],
-    "late": [name...]}`` (names as :func:`name` makes them).
+    "late": [name...]}`` (names as :func:`name` makes them).  ``progress`` is told the processes asked, then
+    each one that answered or died.
     """
     targets = registered(recipe, ranks, role)
     out: Dict[str, Any] = {"host": socket.gethostname(), "request": None, "asked": targets, "answers": {},
@@ -269,11 +273,18 @@ def ask_and_wait(recipe: str, steps: int, ranks: Sequence[int] = (), role: str =
     request = ask(recipe, steps, ranks, role)
     out["request"] = request["id"]
     deadline = time.time() + timeout
+    if progress is not None:
+        progress.start(len(targets), f"waiting for {len(targets)} process(es) to record {steps} step(s)", "answers")
+    told = 0
     try:
         while True:
             got = answers(request["id"])
             waiting = [e for e in targets if name(e) not in got]
             dead = [e for e in waiting if e["host"] == out["host"] and not alive(int(e["pid"]))]
+            finished = len(targets) - len(waiting) + len(dead)  # answered, or ended before it could
+            if progress is not None and finished > told:
+                progress.advance(finished - told)
+                told = finished
             if len(waiting) == len(dead) or time.time() >= deadline:
                 break
             time.sleep(poll)

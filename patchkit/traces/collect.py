@@ -22,9 +22,10 @@ is complete.
 Manifests and traces are not trusted: every name from them becomes a safe file name
 (:func:`patchkit.core.manifest.safe_name`); a trace that is a link or leads out of its
 capture's folder is refused like a broken one; reads and writes go through
-:mod:`patchkit.traces.journal`, which never leaves either folder.  The bytes come from a
+:mod:`patchkit.traces.journal`, which never leaves either folder.  The names in DEST and the
+list of files to copy are :mod:`patchkit.traces.layout`'s.  The bytes come from a
 :class:`Source`: this machine's files, or a Ray node's (:mod:`patchkit.cluster.gather`).
-Nothing here prints.
+Nothing here prints: a ``progress`` (:mod:`patchkit.core.progress`) is told the bytes copied.
 """
 
 from __future__ import annotations
@@ -32,16 +33,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.traces import journal
 from patchkit.core import manifest
 from patchkit.traces.captures import Capture, CaptureError, unique
 from patchkit.core.errors import Location
+from patchkit.core.progress import BYTES, Progress, given
 from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401
-from patchkit.core.manifest import safe_name
+from patchkit.traces.layout import PART, Item, dest_name, dest_path, group_of, plan, screen  # noqa: F401
 
-PART = ".patchkit-part"
 CHUNK = 8 << 20  # bytes per read: the most one file's copy holds in memory (times the reads in flight over Ray)
 
 
@@ -63,16 +64,6 @@ class Source:
             return journal.digest(handle, CHUNK)
 
 
-class Item(NamedTuple):
-    """One file to copy: where it is (on ``capture.node``), where it goes (relative to DEST)."""
-
-    source: str
-    dest: str
-    size: int
-    capture: int  # index into the plan's captures
-    root: str  # the folder the source must be inside: the capture's folder, or the trace folder it is in
-
-
 class Copied(NamedTuple):
     dest: str  # absolute
     source: str
@@ -92,116 +83,30 @@ class Result(NamedTuple):
     skipped: Tuple[Capture, ...]  # with --skip-broken: the captures left out
 
 
-# ---------------------------------------------------------------- planning
-
-
-def group_of(cap: Capture) -> str:
-    """The capture's folder in DEST: ``<recipe>[.<role>]``, or the name of the folder its trace was in."""
-    if cap.recipe:
-        return safe_name(cap.recipe + (f".{cap.role}" if cap.role else ""))
-    return safe_name(os.path.basename(cap.folder.rstrip(os.sep)) or "traces")
-
-
-def dest_path(dest: str, cap: Capture, trace_name: str) -> str:
-    """Where a capture's trace (file or folder) is in DEST."""
-    return os.path.join(dest, group_of(cap), dest_name(cap, trace_name))
-
-
-def dest_name(cap: Capture, trace_name: str) -> str:
-    """A trace's name in DEST: torch files get a ``rank<R>_`` prefix (once); npu folders keep torch_npu's name."""
-    base = _part(trace_name.split("/")[-1])
-    base = base + "_" if base == manifest.FOLDER else base
-    if cap.rank is None or base.endswith(manifest.ASCEND_ENDING) or base.startswith(f"rank{cap.rank}_"):
-        return base
-    return _part(f"rank{cap.rank}_{base}")
-
-
-def _part(name: str) -> str:
-    """One part of a path in DEST: a safe file name, never one collect's own part files use."""
-    name = safe_name(name)
-    return name + "_" if name.endswith(PART) else name
-
-
-def _screen(cap: Capture, walk, listings: Dict[Tuple[str, str], List[Tuple[str, int]]]) -> str:
-    """Why a capture's traces are not copied, whatever node they are on ("" if none); keeps folder listings."""
-    where, folder = shown(cap.manifest or cap.folder), os.path.normpath(cap.folder)
-    for t in cap.traces:
-        if not within(os.path.normpath(t.path), folder):
-            return f"{where}: the trace {shown(t.name)} ({shown(t.path)}) is outside the capture's folder " \
-                   f"{shown(cap.folder)}: never read"
-        if t.kind != "folder":
-            continue
-        try:
-            files = walk(cap, t.path)
-        except OSError as exc:
-            return f"{shown(t.path)}: cannot list its files ({exc.strerror or exc})"
-        if not isinstance(files, list):
-            return f"{shown(t.path)}: no list of its files came from {cap.node}"
-        for rel, size in files:
-            parts = rel.rstrip("/").split("/") if isinstance(rel, str) else [""]
-            if size == LINK:
-                return f"{shown(f'{t.path}/{rel}')} is a symbolic link or a special file: never followed"
-            if not isinstance(size, int) or size < -1 or any(p in ("", ".", "..") or "\0" in p for p in parts):
-                return f"{shown(t.path)}: {shown(rel)} is not a file inside it: never read"
-        listings[(cap.node, t.path)] = files
-    return ""
-
-
-def plan(captures: Sequence[Capture], walk) -> Tuple[List[Item], List[str]]:
-    """The files to copy and notes; ``walk(capture, path)`` lists (relative path, size) of a folder trace's files.
-
-    The same file seen twice (a folder two nodes share) is copied once; two
-    different files bound for one name stop the collect.
-    """
-    items: Dict[str, Item] = {}
-    ranks: Dict[Tuple[str, Any], List[str]] = {}
-    for index, cap in enumerate(captures):
-        group = group_of(cap)
-        for t in cap.traces:
-            name = f"{group}/{dest_name(cap, t.name)}"
-            folder = t.kind == "folder"
-            for rel, size in walk(cap, t.path) if folder else [("", t.size)]:
-                rel = rel.rstrip("/")
-                dest = f"{name}/{'/'.join(_part(p) for p in rel.split('/'))}" if rel else name
-                source = os.path.normpath(os.path.join(t.path, rel) if rel else t.path)
-                item = Item(source, dest, size, index, t.path if folder else cap.folder)
-                other = items.get(dest)
-                if other is not None:
-                    if (other.size, other.source) != (size, item.source):
-                        raise CaptureError(
-                            f"two different files would both be {dest}: {shown(other.source)} on "
-                            f"{captures[other.capture].node} and {shown(item.source)} on {cap.node}",
-                            Location(shown(item.source)), "collect them into two DEST folders, one per source folder")
-                    continue
-                items[dest] = item
-        if cap.rank is not None and cap.traces:
-            ranks.setdefault((group, cap.rank), []).append(cap.steps)
-    notes = [f"{group}: rank {rank} has {len(steps)} captures (steps {', '.join(steps)}); msprof-analyze cluster "
-             f"and Holistic Trace Analysis expect one per rank: move the ones you do not want out of DEST/{group}"
-             for (group, rank), steps in sorted(ranks.items(), key=str) if len(steps) > 1]
-    return list(items.values()), notes
+# ---------------------------------------------------------------- copying
 
 
 def collect_here(dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None, chunk: Optional[int] = None,
-                 skip_broken: bool = False) -> Result:
+                 skip_broken: bool = False, progress: Optional[Progress] = None) -> Result:
     """The captures under ``folders`` (or the default folders, see :func:`patchkit.traces.captures.search`) into ``dest``."""
     from patchkit.traces.captures import search
 
     caps = confine(search(folders, cwd))
-    return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken)
-
-
-# ---------------------------------------------------------------- copying
+    return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken, progress)
 
 
 def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], walk, chunk: Optional[int] = None,
-            skip_broken: bool = False) -> Result:
-    """Copy ``captures`` into ``dest``.  ``sources``: node -> :class:`Source`; ``walk`` as for :func:`plan`."""
+            skip_broken: bool = False, progress: Optional[Progress] = None) -> Result:
+    """Copy ``captures`` into ``dest``.  ``sources``: node -> :class:`Source`; ``walk`` as for :func:`plan`.
+
+    ``progress`` is told the bytes to copy (files already there not counted), then each chunk as it is
+    written, with the file's number and its node.
+    """
     dest = os.path.abspath(dest)
     chunk = chunk or CHUNK
     inside = os.path.realpath(dest) + os.sep  # DEST under a searched folder: its copies are not captures to collect
     listings: Dict[Tuple[str, str], List[Tuple[str, int]]] = {}
-    captures = [c if c.problem else c._replace(problem=_screen(c, walk, listings))
+    captures = [c if c.problem else c._replace(problem=screen(c, walk, listings))
                 for c in unique(sorted((c for c in captures if not os.path.realpath(c.where).startswith(inside)),
                                        key=lambda c: bool(c.problem)))]  # a refused twin never hides a good one
     broken = [c for c in captures if c.problem]
@@ -221,6 +126,10 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
     if not os.path.lexists(os.path.join(dest, journal.JOURNAL)):
         journal.start(dest)
     done: List[Copied] = []
+    todo = [i for i in items if i.size >= 0 and i.dest not in keep]
+    progress = given(progress)
+    progress.start(sum(i.size for i in todo), f"copying {len(todo)} file(s)", BYTES)
+    number = 0  # of the file being copied, in todo
     for item in items:
         cap = good[item.capture]
         target = os.path.join(dest, *journal.parts_of(item.dest))
@@ -232,7 +141,9 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
             if item.dest not in recorded:
                 journal.append(dest, keep[item.dest])
             continue
-        entry = _copy(sources[cap.node], item, dest, chunk)
+        number += 1
+        what = f"file {number}/{len(todo)} from {shown(cap.node)}"
+        entry = _copy(sources[cap.node], item, dest, chunk, lambda n: progress.advance(n, what))
         journal.append(dest, dict(entry, **{"node": cap.node}))
         done.append(Copied(target, item.source, cap.node, item.size, "copied", item.capture))
     written = [m for m in (_manifest(dest, cap) for cap in good) if m]
@@ -267,7 +178,7 @@ def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], s
     return keep
 
 
-def _copy(source: Source, item: Item, dest: str, chunk: int) -> Dict[str, Any]:
+def _copy(source: Source, item: Item, dest: str, chunk: int, copied: Callable[[int], None]) -> Dict[str, Any]:
     """One file copied to ``<name>.patchkit-part`` in DEST, checked, then linked to its name (never replacing one)."""
     parent, _, name = item.dest.rpartition("/")
     fd = journal.folder(dest, parent)
@@ -282,6 +193,7 @@ def _copy(source: Source, item: Item, dest: str, chunk: int) -> Dict[str, Any]:
                 handle.write(data)
                 h.update(data)
                 written += len(data)
+                copied(len(data))
             handle.flush()
             os.fsync(handle.fileno())
         size, digest = source.digest(item.source, item.root)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 from patchkit.core.errors import Location, TraceError
 from patchkit.core.printable import printable
@@ -35,19 +35,23 @@ _MESSAGE = re.compile(r"(?:lexical|parse) error: [^\n\\]*")
 
 
 class _Reader:
-    """The bytes of a JSON file, for ijson's ``read``; where they came from, line by line."""
+    """The bytes of a JSON file, for ijson's ``read``; where they came from, line by line.
 
-    def __init__(self, path: str):
+    ``on_bytes(n)``: told the bytes of the file read so far, as they are read (of a ``.gz`` file, its compressed
+    bytes: what its size on disk counts).
+    """
+
+    def __init__(self, path: str, on_bytes: Optional[Callable[[int], None]] = None):
         self.path = path
         try:
-            if path.endswith(".gz"):
-                import gzip
-
-                self._file = gzip.open(path, "rb")
-            else:
-                self._file = open(path, "rb")
+            self._raw = self._file = open(path, "rb")
         except OSError as exc:
             raise TraceError(f"cannot read the trace: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
+        if path.endswith(".gz"):
+            import gzip
+
+            self._file = gzip.GzipFile(fileobj=self._raw, mode="rb")
+        self._on_bytes, self._told = on_bytes, 0
         self.chunk = self.previous = b""
         self.line = self.previous_line = 1  # the line the chunk starts on
         self.col0 = self.previous_col0 = 0  # bytes of that line before the chunk
@@ -57,6 +61,7 @@ class _Reader:
 
     def close(self) -> None:
         self._file.close()
+        self._raw.close()
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:  # ijson asks whether the file gives bytes or text
@@ -84,6 +89,9 @@ class _Reader:
             raise TraceError("the compressed trace is cut off", Location(self.path), hint=RETAKE) from None
         except (OSError, zlib.error) as exc:
             raise TraceError(f"cannot read the trace: {exc}", Location(self.path), hint=RETAKE) from None
+        if self._on_bytes is not None and self._raw.tell() > self._told:
+            self._on_bytes(self._raw.tell() - self._told)
+            self._told = self._raw.tell()
         newlines = self.chunk.count(b"\n")
         self.previous, self.previous_line, self.previous_col0 = self.chunk, self.line, self.col0
         self.line += newlines
@@ -221,14 +229,14 @@ def _caret(message: str, chunk: bytes) -> Optional[int]:
 class TraceStream:
     """The items of a Chrome trace's ``traceEvents`` (or of a bare JSON list), parsed as they are read."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, on_bytes: Optional[Callable[[int], None]] = None):
+        self.path, self.on_bytes = path, on_bytes  # on_bytes: see _Reader
         self._reader: Optional[_Reader] = None
 
     def __iter__(self) -> Iterator[object]:
         import ijson
 
-        reader = self._reader = _Reader(self.path)
+        reader = self._reader = _Reader(self.path, self.on_bytes)
         try:
             first = reader.first_byte()
             prefix = "traceEvents.item" if first == b"{" else "item"

@@ -23,7 +23,7 @@ import math
 import os
 import re
 from collections import defaultdict
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from patchkit.core.errors import Location, TraceError
 from patchkit.traces.jsonstream import RETAKE, TraceStream
@@ -32,6 +32,7 @@ from patchkit.traces.selftime import MAX_STEP_DIGITS, BadEvent, Op, Step, totals
 from patchkit.traces.files import ASCEND_OUTPUT, Capture, check_ascend_capture
 
 STEP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
+TEXT_FILES = ("trace_view.json", "step_trace_time.csv", "op_statistic.csv", "kernel_details.csv")  # what is read
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 FOREIGN = "torch does not write this: check where the trace came from, or take the capture again"
 
@@ -44,23 +45,26 @@ class CaptureData(NamedTuple):
     ops_from: str
 
 
-def read(capture: Capture) -> CaptureData:
+def read(capture: Capture, on_bytes: Optional[Callable[[int], None]] = None) -> CaptureData:
+    """A capture's steps and operators; ``on_bytes(n)`` is told the bytes of a torch trace as they are read."""
     if capture.format == "ascend":
         return _read_ascend(capture)
-    steps, ops = chrome_totals(capture.path)
+    steps, ops = chrome_totals(capture.path, on_bytes)
     return CaptureData(capture, steps, ops, "ProfilerStep# events", "trace events")
 
 
 # ---------------------------------------------------------------- Chrome traces
 
 
-def chrome_totals(path: str) -> Tuple[Tuple[Step, ...], Tuple[Op, ...]]:
+def chrome_totals(path: str,
+                  on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[Tuple[Step, ...], Tuple[Op, ...]]:
     """The steps and operators of a Chrome trace (an object with ``traceEvents``, or a bare list), read as a stream.
 
     Memory is what the summary keeps (see :mod:`patchkit.traces.selftime`: some 20 bytes per complete event, against
-    some 250 of JSON), never the file; a TraceError says where the file breaks.
+    some 250 of JSON), never the file; a TraceError says where the file breaks.  ``on_bytes(n)``: told the bytes
+    read so far, as they are read.
     """
-    stream = TraceStream(path)
+    stream = TraceStream(path, on_bytes)
     try:
         found = totals(stream)
     except BadEvent as exc:
@@ -81,6 +85,21 @@ def self_times(events: Iterable[object]) -> Tuple[Op, ...]:
 # ---------------------------------------------------------------- torch_npu's parsed output
 
 
+def size_to_read(capture: Capture) -> int:
+    """The bytes :func:`read` reads of a capture at most: a torch trace's, or the text files of a torch_npu one."""
+    if capture.format != "ascend":
+        return _size(capture.path)
+    out = os.path.join(capture.path, ASCEND_OUTPUT)
+    return sum(_size(os.path.join(out, n)) for n in TEXT_FILES)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # reading it says why
+
+
 def _read_ascend(capture: Capture) -> CaptureData:
     check_ascend_capture(capture.path)
     out = os.path.join(capture.path, ASCEND_OUTPUT)
@@ -89,7 +108,7 @@ def _read_ascend(capture: Capture) -> CaptureData:
                          Location(capture.path), hint=f"run `patchkit analyse {os.path.dirname(capture.path)}` "
                                                       "on a machine with torch_npu and CANN, then summarise it")
     names = set(os.listdir(out))
-    text = {"trace_view.json", "step_trace_time.csv", "op_statistic.csv", "kernel_details.csv"} & names
+    text = set(TEXT_FILES) & names
     if not text:
         kind = "only the Db export (*.db)" if any(n.endswith(".db") for n in names) else "no text output"
         raise TraceError(f"ASCEND_PROFILER_OUTPUT holds {kind}; patchkit reads the text export", Location(out),

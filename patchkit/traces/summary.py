@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.traces.read import CaptureData, Op, Step, read
+from patchkit.core.progress import BYTES, Progress, given
+from patchkit.traces.read import CaptureData, Op, Step, read, size_to_read
 from patchkit.traces.files import Capture, find
 
 
@@ -80,9 +81,27 @@ class Summary(NamedTuple):
                 "slowest": [s.to_json() for s in self.slowest]}
 
 
-def summarise(path: str) -> Summary:
-    """Every capture under ``path``, read and grouped by rank and role."""
-    return summarise_data(path, [read(c) for c in find(path)])
+def summarise(path: str, progress: Optional[Progress] = None) -> Summary:
+    """Every capture under ``path``, read and grouped by rank and role.
+
+    ``progress`` is told the bytes there are to read (:func:`patchkit.traces.read.size_to_read`), then those of
+    each torch trace as the stream goes, and each torch_npu capture's once it is read.
+    """
+    progress = given(progress)
+    captures = find(path)
+    sizes = [size_to_read(c) for c in captures]
+    progress.start(sum(sizes), f"reading {len(captures)} capture(s)", BYTES)
+    data = []
+    for number, (capture, size) in enumerate(zip(captures, sizes), 1):
+        what, seen = f"{number}/{len(captures)}: {capture.label}", [0]
+
+        def told(n: int) -> None:
+            seen[0] += n
+            progress.advance(n, what)
+
+        data.append(read(capture, told))
+        progress.advance(max(size - seen[0], 0), what)  # what the stream did not count: CSV files, a file it skipped
+    return summarise_data(path, data)
 
 
 def summarise_data(path: str, data: Sequence[CaptureData]) -> Summary:
