@@ -94,6 +94,31 @@ def test_in_a_git_checkout_an_untracked_version_file_is_a_build_product_and_not_
     assert read(top, "pkg").version == "0.1.dev3+gdeadbee"
 
 
+def test_reading_a_checkouts_version_asks_git_each_question_once(tmp_path, monkeypatch):
+    from patchkit.state import gitrepo
+
+    top = write(tmp_path / "checkout", {"pkg/__init__.py": "", "setup.py": "from setuptools_scm import get_version\n"})
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "one")
+    git(top, "tag", "v1.4.0")
+    asked = []
+    real = gitrepo._ok
+    monkeypatch.setattr(gitrepo, "_ok", lambda top, *args: asked.append(args[0]) or real(top, *args))
+    assert read(top, "pkg").version == "1.4.0"
+    # which declaring files git tracks, the branch and the commit, the nearest tag, the releases on other branches
+    assert asked == ["ls-files", "symbolic-ref", "rev-parse", "describe", "rev-list"]
+    asked.clear()
+    assert read(top / "pkg", "nothing").version == "1.4.0"  # a folder inside: is it ignored? (once), the history
+    assert asked == ["check-ignore", "symbolic-ref", "rev-parse", "describe", "rev-list"]
+    asked.clear()
+    write(top, {"pkg/version.py": "__version__ = '2.0'\n"})
+    git(top, "add", "-A")
+    git(top, "commit", "-q", "-m", "two")
+    assert read(top, "pkg").version == "2.0"
+    assert asked == ["ls-files"]  # the tree declares it: no history is read (base is the top: nothing to ignore)
+
+
 def test_setuptools_scm_is_recognised_from_pyproject_or_setup_py(tmp_path):
     cases = {
         "pyproject.toml": ['[tool.setuptools_scm]\n', '[tool.setuptools-scm]\nversion_file = "p/_version.py"\n',

@@ -237,7 +237,7 @@ def source_top(root) -> Optional[Path]:
     return top
 
 
-def history(root) -> Optional[History]:
+def history(root, top: Optional[Path] = None) -> Optional[History]:
     """The nearest tag, the branch, and the releases made since on branches that left this history.
 
     Release tags often live on release branches: vLLM-Ascend tags v0.20.2rc1
@@ -251,9 +251,9 @@ def history(root) -> Optional[History]:
 
     None outside a git work tree, in a folder git ignores (a virtualenv
     inside a project does not take the project's history), or when git
-    cannot read the repository.
+    cannot read the repository.  ``top``: :func:`source_top` of ``root``, when the caller has it already.
     """
-    top = source_top(root)
+    top = top or source_top(root)
     if top is None:
         return None
     branch, commit = head(top)

@@ -54,14 +54,16 @@ _SCM = re.compile(r"^setuptools[-_]scm(?![\w.-])", re.I)
 
 
 def read(base: Path, package: str) -> Optional[TreeVersion]:
-    """The version of the checkout ``base`` (the folder that holds ``package``/), or None if it says nothing."""
-    if gitrepo.work_tree(base) is None:  # os.path only: no git for a folder outside any work tree
-        return declared(base, package)
+    """The version of the checkout ``base`` (the folder that holds ``package``/), or None if it says nothing.
+
+    git is asked once for each thing it knows: whether ``base`` is in a work tree it keeps (no git at all
+    outside one), which declaring files it tracks, and, only when no file declares a version, the history.
+    """
     top = gitrepo.source_top(base)
     found = declared(base, package, top)
     if found is not None or top is None:
         return found
-    history = gitrepo.history(base)
+    history = gitrepo.history(base, top)
     return from_git(history, base) if history is not None else None
 
 
