@@ -2,7 +2,8 @@
 
 The finders: :mod:`.method` (the method's start, end and every way out), :mod:`.calls` (next to a call),
 :mod:`.loops` (before a loop, first or last line of its body), :mod:`.ranges` (around a call or the method);
-:mod:`.registry` holds :data:`FINDERS`, :mod:`.lookup` finds classes, methods and functions.
+:mod:`.registry` holds :data:`FINDERS`, :mod:`.lookup` finds classes, methods and functions;
+:mod:`.outline` lists a function's places with the point that takes each (``patchkit points``).
 
 Each finder gets a :class:`Scan` of one function on libcst's tree (its
 blocks, statements and loops; its calls and yields when asked; nested
@@ -83,6 +84,10 @@ class Positions:
 
     def line(self, node: cst.CSTNode) -> int:
         return self.start(node).line
+
+    def end_line(self, node: cst.CSTNode) -> int:
+        self.start(node)
+        return self._positions[node].end.line
 
     def at_lines(self, nodes: Sequence[cst.CSTNode]) -> str:
         lines = sorted(self.line(n) for n in nodes)
