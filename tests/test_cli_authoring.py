@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from patchkit.cli.commands import main
@@ -60,3 +64,39 @@ def test_points_errors_name_the_file_and_the_closest_names():
     result = run("points", "tinytrain.lop:Trainer.fit", "--root", OWN, code=1)
     assert "no tinytrain/lop.py" in result.stderr
     assert "module:Class.method" in run("points", "tinytrain.loop", code=1).stderr
+
+
+# (release or None for the user's own package, target, the code of the line the step goes at, the case the driver
+# runs, the steps it records with schedule.wait=1 schedule.active=2)
+WALKS = [
+    (None, "tinytrain.loop:Trainer.fit", "for batch in batches:", "--all", 1, "tinytrain", [[1, 2]]),
+    (("verl", "0.7.1"), LOGPROB, "(end of the loop at line 475)", "", 0, "verl-logprob", [[1, 2]]),
+    (("vllm", "0.33.0"), EXECUTE, "output = self.model_runner.execute_model(", "", 0, "vllm-execute", [[1, 2]]),
+]
+
+
+@pytest.mark.parametrize("release, target, code, flag, which, case, recorded", WALKS, ids=[w[5] for w in WALKS])
+def test_points_then_new_then_apply_records_the_steps_with_no_hand_edit(tmp_path, monkeypatch, release, target,
+                                                                        code, flag, which, case, recorded):
+    root = tmp_path / "root"
+    shutil.copytree(realwheels.release_root(*release) if release else OWN, root)
+    outline = run("points", target, "--root", root, *([flag] if flag else [])).stdout.splitlines()
+    at = next(i for i, ln in enumerate(outline) if code in ln)
+    point = (outline[at] if which == 0 else outline[at + which]).split("  ")[-1].strip()
+    assert point.startswith("at: ")
+    monkeypatch.chdir(tmp_path)
+    made = run("new", "mine", "--root", root, "--point", f"{target} {point}")
+    assert "wrote mine.yaml: 1 point in " in made.stderr
+    assert run("test", "./mine.yaml").stdout == "1 passed, 0 failed\n"
+    run("validate", "mine.yaml")
+    out = tmp_path / "traces"
+    run("apply", "./mine.yaml", "--root", root, "backend=torch", "schedule.wait=1", "schedule.active=2",
+        f"profiler.save_path={out}")
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "drive_applied.py"), str(root), case],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert [(r["key"], r["recorded"], r["error"]) for r in report] == [("mine", recorded, None)]
+    assert len(report[0]["traces"]) == 1 and Path(report[0]["traces"][0]).parent == out
+    run("revert", "mine")
+    assert "patchkit" not in (root / made.stderr.split("(")[1].split(",")[0]).read_text()

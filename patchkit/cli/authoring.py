@@ -1,17 +1,23 @@
-"""``patchkit points``: recipes for code no built-in recipe covers.
+"""``patchkit points`` and ``patchkit new``: recipes for code no built-in recipe covers.
 
 ``points`` prints a function as an outline (:mod:`patchkit.engine.points.outline`), each line with the recipe
-point that puts a line there.
+point that puts a line there; ``new`` writes a recipe from such points (:mod:`patchkit.state.newrecipe`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Optional, Sequence
 
 import click
 
 ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
+
+POINT_HELP = ("TARGET then the point, as `patchkit points` prints it: recipe keys, each `key: value`, values in YAML, "
+              "e.g. \"pkg.mod:Trainer.fit at: loop_end loop: {iter: batches}\" or "
+              "\"pkg.mod:Trainer.fit at: before_loop loop: {iter: batches} action: start\". "
+              "Keys: at, call, loop (a bare name is {iter: NAME}), action, name, count, guard, nested. Repeat for "
+              "each point.")
 
 WIDTH = 60  # the code column
 
@@ -52,6 +58,21 @@ def spell_scope(scope) -> str:
     return " ".join(f"{k}: {v}" for k, v in scope.items())
 
 
+def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
+        output: Optional[str], backend: Optional[str]) -> None:
+    from patchkit.state.newrecipe import write_new
+
+    written = write_new(recipe_id, point_specs, start_from, root, output, backend)
+    say = lambda text: click.echo(text, err=True)  # noqa: E731
+    count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
+    say(f"wrote {written.path}: {count} in {written.ref.qualname} "
+        f"({written.ref.relpath}, {written.versions or 'any version'})")
+    for line in written.described:
+        say(f"  {line}")
+    say(f"check it: patchkit test {written.shown}; preview: patchkit diff {written.shown}"
+        + (f" --root {root}" if root else ""))
+
+
 @click.command("points")
 @click.argument("target")
 @click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)
@@ -65,3 +86,22 @@ def points_cmd(target: str, root: Optional[str], as_json: bool, every: bool) -> 
     `patchkit new ID --point "TARGET POINT"`, or into a recipe's points (with the class: and method: it names).
     """
     points(target, root, as_json, every)
+
+
+@click.command("new")
+@click.argument("recipe_id", metavar="ID")
+@click.option("--point", "point_specs", multiple=True, required=True, metavar='"TARGET KEY: VALUE ..."',
+              help=POINT_HELP)
+@click.option("--from", "start_from", metavar="RECIPE",
+              help="start from this recipe's backend, profiler, schedule and notes (not its points)")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="the file to write (default: ./ID.yaml)")
+@click.option("--backend", default=None, help="the recipe's backend: npu, torch, nsys or memory (default: npu, or --from's)")
+def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
+    """Write the recipe ID.yaml for the points asked: target package, file and version range from where TARGET
+    lives, the schedule and profiler keys with their defaults, and a before/after example made from the real
+    function, so that `patchkit test ./ID.yaml` passes and `patchkit apply ./ID.yaml` works as written.
+
+    An existing file is never overwritten.
+    """
+    new(recipe_id, point_specs, start_from, root, output, backend)

@@ -311,9 +311,10 @@ main.add_command(cli_analysis.analyse_cmd)
 main.add_command(cli_analysis.summary_cmd)
 main.add_command(cli_analysis.compare_cmd)
 
-from patchkit.cli.authoring import points_cmd as _points_cmd  # noqa: E402  (recipes of your own)
+from patchkit.cli.authoring import new_cmd as _new_cmd, points_cmd as _points_cmd  # noqa: E402  (your own recipes)
 
 main.add_command(_points_cmd)
+main.add_command(_new_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
