@@ -99,7 +99,8 @@ def test_positions_are_resolved_only_when_a_message_needs_a_line(tmp_path, monke
     assert isinstance(ok, Applied) and resolved == []
     refused = transform(SOURCE, settings(tmp_path, "- {class: A, method: run, at: after_call, call: self.work}\n"))
     assert isinstance(refused, CannotApply) and len(resolved) == 1
-    assert refused.reason == "found 2 statements calling self.work in A.run, at lines 3 and 8; the recipe expects 1"
+    assert refused.reason == ("found 2 statements calling self.work in A.run, at lines 3 and 8; the recipe expects 1, "
+                              f"in the point at {tmp_path / 't.yaml'}:6:5")
     assert refused.line == 3
 
 

@@ -62,13 +62,13 @@ def lookup(tmp_path, point: str) -> CannotApply:
 
 @pytest.mark.parametrize("point,reason,line,hint", [
     ("  - {class: Worker, method: execute_modle, at: method_start}\n",
-     "class Worker has no method execute_modle", 1, "did you mean `method: execute_model`? correct the name"),
+     "class Worker has no method execute_modle", 1, "did you mean `method: execute_model` (line 2)? correct the point"),
     ("  - {class: Wroker, method: execute_model, at: method_start}\n",
-     "no class Wroker at the top level of the file", None, "did you mean `class: Worker` (or WorkerBase)?"),
+     "no class Wroker at the top level of the file", None, "did you mean `class: Worker` (line 1) or `class: WorkerBase` (line 11)?"),
     ("  - {function: trian, at: method_start}\n",
      "no function trian at the top level of the file", None, "did you mean `function: train`"),
     ("  - {class: Worker, method: execute_dummy_batch, nested: inner_stp, at: method_start}\n",
-     "Worker.execute_dummy_batch defines no nested function inner_stp", 5, "did you mean `nested: inner_step`?"),
+     "Worker.execute_dummy_batch defines no nested function inner_stp", 5, "did you mean `nested: inner_step` (line 6)?"),
     ("  - {function: execute_model, at: method_start}\n",
      "no function execute_model at the top level of the file", None,
      "execute_model is a method of class Worker here: write `class: Worker` and `method: execute_model`"),
@@ -87,7 +87,8 @@ def test_every_point_naming_the_missing_method_is_listed_once(tmp_path):
                               "  - {class: Worker, method: execute_model, at: method_start}\n")
     path = tmp_path / "t.yaml"
     assert result.reason == f"class Worker has no method run, named by the recipe at {path}:6:5 and {path}:7:5"
-    assert result.hint == ""  # nothing close: the caller's own hint stands
+    assert result.hint == ("the methods of Worker: `method: execute_model` (line 2), `method: execute_dummy_batch` "
+                           "(line 5); `patchkit points` lists every place")  # nothing close: those there
 
 
 def test_the_hint_of_a_missing_name_reaches_the_error(tmp_path):

@@ -2,7 +2,8 @@
 
 :mod:`.commands` holds the commands and their options; each calls the layers below and hands the result to
 :mod:`.patch`, :mod:`.recipes`, :mod:`.run`, :mod:`.capture`, :mod:`.cluster`, :mod:`.traces` or
-:mod:`.analysis` to be said.  Long work shows a bar on stderr when it is a terminal (:mod:`.progress`).
+:mod:`.analysis` to be said; :mod:`.authoring` holds ``points`` and ``new`` (recipes of your own).
+Long work shows a bar on stderr when it is a terminal (:mod:`.progress`).
 """
 
 from patchkit.cli.commands import main

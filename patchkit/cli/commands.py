@@ -273,8 +273,7 @@ def test_cmd(recipes) -> None:
 @skip_version_option
 @click.option("--print-env", is_flag=True, help="print the environment instead (JSON), e.g. for a Ray runtime_env")
 def run(recipe, args, root, backend, skip_version, print_env) -> None:
-    """Run COMMAND with the recipe applied in memory (children too): no file changes, nothing to revert.
-    """
+    """Run COMMAND with the recipe applied in memory (children too): no file changes, nothing to revert."""
     from patchkit.cli import run as cli_run
 
     cli_run.run(recipe, args, root, backend, skip_version, print_env)
@@ -289,8 +288,7 @@ def run(recipe, args, root, backend, skip_version, print_env) -> None:
 @click.option("--timeout", type=float, default=300, show_default=True, help="seconds to wait for the answers")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="ask on every alive node of this Ray cluster (or auto)")
 def capture(recipe, steps, ranks, role, timeout, ray_address) -> None:
-    """Ask a running job (applied with schedule.trigger=manual) to record its next STEPS steps, and wait for the traces.
-    """
+    """Ask a running job (applied with schedule.trigger=manual) to record its next STEPS steps, and wait for the traces."""
     from patchkit.cli import capture as cli_capture
 
     cli_capture.capture(recipe, steps, ranks, role, timeout, ray_address)
@@ -315,6 +313,11 @@ from patchkit.cli import analysis as cli_analysis  # noqa: E402  (after main: an
 main.add_command(cli_analysis.analyse_cmd)
 main.add_command(cli_analysis.summary_cmd)
 main.add_command(cli_analysis.compare_cmd)
+
+from patchkit.cli.authoring import new_cmd as _new_cmd, points_cmd as _points_cmd  # noqa: E402  (your own recipes)
+
+main.add_command(_points_cmd)
+main.add_command(_new_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

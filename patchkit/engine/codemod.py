@@ -105,7 +105,8 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
         try:
             sites = FINDERS[point.at](scan, point)
         except NotFound as exc:
-            raise _Failed(exc.reason, exc.line) from None
+            at = f", in the point at {point.where}" if point.where is not None else ""
+            raise _Failed(exc.reason + at, exc.line, hint=exc.hint) from None
         for site in sites:
             if not isinstance(site, Decorate) and not isinstance(site.block, cst.IndentedBlock):  # ``if x: f()``
                 where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {scan.line(site.owner)}"

@@ -2,7 +2,9 @@
 
 The finders: :mod:`.method` (the method's start, end and every way out), :mod:`.calls` (next to a call),
 :mod:`.loops` (before a loop, first or last line of its body), :mod:`.ranges` (around a call or the method);
-:mod:`.registry` holds :data:`FINDERS`, :mod:`.lookup` finds classes, methods and functions.
+:mod:`.registry` holds :data:`FINDERS`, :mod:`.lookup` finds classes, methods and functions;
+:mod:`.outline` lists a function's places with the point that takes each (``patchkit points``), and
+:mod:`.nearest` offers them when a recipe's point does not resolve.
 
 Each finder gets a :class:`Scan` of one function on libcst's tree (its
 blocks, statements and loops; its calls and yields when asked; nested
@@ -27,12 +29,14 @@ SIMPLE = (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)
 
 
 class NotFound(Exception):
-    """The point does not resolve; ``line`` is a 1-based line of the target file when known."""
+    """The point does not resolve; ``line`` is a 1-based line of the target file when known; ``hint`` what to
+    write instead (:mod:`.nearest`), when the function has nothing the point names."""
 
-    def __init__(self, reason: str, line: Optional[int] = None):
+    def __init__(self, reason: str, line: Optional[int] = None, hint: str = ""):
         super().__init__(reason)
         self.reason = reason
         self.line = line
+        self.hint = hint
 
 
 class Site(NamedTuple):
@@ -83,6 +87,10 @@ class Positions:
 
     def line(self, node: cst.CSTNode) -> int:
         return self.start(node).line
+
+    def end_line(self, node: cst.CSTNode) -> int:
+        self.start(node)
+        return self._positions[node].end.line
 
     def at_lines(self, nodes: Sequence[cst.CSTNode]) -> str:
         lines = sorted(self.line(n) for n in nodes)
@@ -259,7 +267,9 @@ from patchkit.recipe.kinds import KINDS, Example, Kind, describe  # noqa: E402,F
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     """Enforce the point's count, with a reason that names the lines found."""
     if not found:
-        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.line(scan.func))
+        from patchkit.engine.points.nearest import hint
+
+        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.line(scan.func), hint(scan, point))
     if point.count is not None and len(found) != point.count:
         nodes = [getattr(f, "node", f) for f in found]
         raise NotFound(f"found {len(found)} {noun}s {rest} in {scan.qualname}, {scan.at_lines(nodes)}; "

@@ -57,7 +57,8 @@ def _function(module: cst.Module, name: str, positions: Positions) -> cst.Functi
         owners = [_name(c) for c in module.body if isinstance(c, cst.ClassDef)
                   and any(_name(f) == name for f in _defs(_members(c)))]
         hint = (f"{name} is a method of class {owners[0]} here: write `class: {owners[0]}` and `method: {name}` "
-                "instead of `function:`" if owners else _did_you_mean("function", name, top))
+                "instead of `function:`" if owners else _did_you_mean("function", name, top, positions,
+                                                                     "the module-level functions here"))
         raise Missing(f"no function {name} at the top level of the file", hint=hint)
     if len(funcs) > 1:
         raise Missing(f"the file defines {name} {len(funcs)} times at the top level, at lines "
@@ -69,7 +70,8 @@ def _class(module: cst.Module, name: str, positions: Positions) -> cst.ClassDef:
     classes = [n for n in module.body if isinstance(n, cst.ClassDef)]
     named = [c for c in classes if _name(c) == name]
     if not named:
-        raise Missing(f"no class {name} at the top level of the file", hint=_did_you_mean("class", name, classes))
+        raise Missing(f"no class {name} at the top level of the file", hint=_did_you_mean("class", name, classes, positions,
+                                                                                              "the classes here"))
     if len(named) > 1:
         raise Missing(f"found {len(named)} classes named {name}, at lines "
                       + ", ".join(str(positions.line(c)) for c in named), positions.line(named[1]))
@@ -82,7 +84,8 @@ def _method(module: cst.Module, owner: cst.ClassDef, name: str, positions: Posit
     cls = _name(owner)
     if not funcs:
         hint = (f"{name} is a module-level function here: write `function: {name}` instead of `class:` and `method:`"
-                if any(_name(f) == name for f in _defs(module.body)) else _did_you_mean("method", name, methods))
+                if any(_name(f) == name for f in _defs(module.body))
+                else _did_you_mean("method", name, methods, positions, f"the methods of {cls}"))
         start = positions.start(owner)
         raise Missing(f"class {cls} has no method {name}", start.line, start.column + 1, hint)
     if len(funcs) > 1:
@@ -115,19 +118,15 @@ def _nested(func: cst.FunctionDef, name: str, where: str, positions: Positions) 
     found = [f for f in defs.found if _name(f) == name]
     if not found:
         raise Missing(f"{where} defines no nested function {name}", positions.line(func),
-                      hint=_did_you_mean("nested", name, defs.found))
+                      hint=_did_you_mean("nested", name, defs.found, positions, f"the functions {where} defines"))
     if len(found) > 1:
         raise Missing(f"{where} defines {name} {len(found)} times, at lines "
                       + ", ".join(str(positions.line(f)) for f in found), positions.line(found[1]))
     return found[0]
 
 
-def _did_you_mean(key: str, name: str, nodes: Sequence[cst.CSTNode]) -> str:
-    """``did you mean `key: closest`?`` among the names of ``nodes``, or "" when none is close."""
-    from difflib import get_close_matches
+def _did_you_mean(key: str, name: str, nodes: Sequence[cst.CSTNode], positions: Positions, what: str) -> str:
+    """``did you mean `key: closest` (line N)?`` among the names of ``nodes``, else the first few of them."""
+    from patchkit.engine.points.nearest import names_hint
 
-    close = get_close_matches(name, sorted({_name(n) for n in nodes}), n=3)
-    if not close:
-        return ""
-    more = f" (or {' or '.join(close[1:])})" if close[1:] else ""
-    return f"did you mean `{key}: {close[0]}`{more}? correct the name in the recipe's point"
+    return names_hint(key, name, [(_name(n), positions.line(n.name)) for n in nodes], what)

@@ -80,7 +80,7 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
             failures.append(exc)
     if len(failures) == 1:
         raise failures[0]
-    raise NotFound("; ".join(f.reason for f in failures), failures[0].line)
+    raise NotFound("; ".join(f.reason for f in failures), failures[0].line, failures[0].hint)
 
 
 

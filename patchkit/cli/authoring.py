@@ -1,0 +1,107 @@
+"""``patchkit points`` and ``patchkit new``: recipes for code no built-in recipe covers.
+
+``points`` prints a function as an outline (:mod:`patchkit.engine.points.outline`), each line with the recipe
+point that puts a line there; ``new`` writes a recipe from such points (:mod:`patchkit.state.newrecipe`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional, Sequence
+
+import click
+
+ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
+
+POINT_HELP = ("TARGET then the point, as `patchkit points` prints it: recipe keys, each `key: value`, values in YAML, "
+              "e.g. \"pkg.mod:Trainer.fit at: loop_end loop: {iter: batches}\" or "
+              "\"pkg.mod:Trainer.fit at: before_loop loop: {iter: batches} action: start\". "
+              "Keys: at, call, loop (a bare name is {iter: NAME}), action, name, count, guard, nested. Repeat for "
+              "each point.")
+
+WIDTH = 60  # the code column
+
+
+def _code(text: str) -> str:
+    return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
+
+
+def points(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
+    from patchkit.core.printable import printable
+    from patchkit.recipe.spec import spell
+    from patchkit.state.funcref import read_outline, resolve
+
+    ref = resolve(target, root)
+    found, _text = read_outline(ref)
+    version = ref.installed.shown if ref.installed else None
+    if as_json:
+        click.echo(json.dumps({
+            "target": target, "file": str(ref.path), "relpath": ref.relpath, "package": ref.package or None,
+            "distribution": ref.distribution or None, "version": version, "scope": found.scope,
+            "entries": [{"line": e.line, "code": e.code, "kind": e.kind, "points": [dict(p) for p in e.points],
+                         "spelled": [spell(p) for p in e.points], "note": e.note} for e in found.entries]}, indent=2))
+        return
+    origin = f"{ref.distribution} {version or '(version unknown)'}, " if ref.package else ""
+    out = [f"{ref.qualname} in {ref.relpath}  ({origin}{ref.path})",
+           "a point in it: " + spell_scope(found.scope) + " and one of the points below",
+           *([] if every else ["(after_call: also before_call, or around_call with action: range and name:; "
+                               "before_loop: also loop_start; --all lists each)"]), ""]
+    for e in found.entries:
+        shown = e.points if every or e.kind == "def" else e.points[:1]
+        first = spell(shown[0]) if shown else (f"# {e.note}" if e.note else "")
+        out.append(f"{e.line:>6}  {_code(e.code).ljust(WIDTH)}  {first}".rstrip())
+        out += [" " * (6 + 2 + WIDTH + 2) + spell(p) for p in shown[1:]]
+    click.echo(printable("\n".join(out), keep="\n"))
+
+
+def spell_scope(scope) -> str:
+    return " ".join(f"{k}: {v}" for k, v in scope.items())
+
+
+def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
+        output: Optional[str], backend: Optional[str]) -> None:
+    from patchkit.state.newrecipe import write_new
+
+    written = write_new(recipe_id, point_specs, start_from, root, output, backend)
+    say = lambda text: click.echo(text, err=True)  # noqa: E731
+    count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
+    say(f"wrote {written.path}: {count} in {written.ref.qualname} "
+        f"({written.ref.relpath}, {written.versions or 'any version'})")
+    for line in written.described:
+        say(f"  {line}")
+    say(f"check it: patchkit test {written.shown}; preview: patchkit diff {written.shown}"
+        + (f" --root {root}" if root else ""))
+
+
+@click.command("points")
+@click.argument("target")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--all", "every", is_flag=True, help="every point each line takes (default: the first of each)")
+def points_cmd(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
+    """The function TARGET names, as an outline: its loops, calls, blocks and returns, each line numbered as in
+    the file and followed by the recipe point that puts a line there.
+
+    TARGET: module:Class.method, module:function, or path/to/file.py::Class.method.  Copy a point into
+    `patchkit new ID --point "TARGET POINT"`, or into a recipe's points (with the class: and method: it names).
+    """
+    points(target, root, as_json, every)
+
+
+@click.command("new")
+@click.argument("recipe_id", metavar="ID")
+@click.option("--point", "point_specs", multiple=True, required=True, metavar='"TARGET KEY: VALUE ..."',
+              help=POINT_HELP)
+@click.option("--from", "start_from", metavar="RECIPE",
+              help="start from this recipe's backend, profiler, schedule and notes (not its points)")
+@click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="the file to write (default: ./ID.yaml)")
+@click.option("--backend", default=None, help="the recipe's backend: npu, torch, nsys or memory (default: npu, or --from's)")
+def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
+    """Write the recipe ID.yaml for the points asked: target package, file and version range from where TARGET
+    lives, the schedule and profiler keys with their defaults, and a before/after example made from the real
+    function, so that `patchkit test ./ID.yaml` passes and `patchkit apply ./ID.yaml` works as written.
+
+    An existing file is never overwritten.
+    """
+    new(recipe_id, point_specs, start_from, root, output, backend)

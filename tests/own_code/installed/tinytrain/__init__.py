@@ -1,0 +1,1 @@
+"""A small training loop of a user's own, in plain Python."""

@@ -1,0 +1,78 @@
+"""A function named on the command line, found on disk without importing its package."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit.core.errors import AnchorError, TargetError
+from patchkit.state.funcref import distribution_of, parse, read_outline, resolve
+
+import realwheels
+
+OWN = Path(__file__).resolve().parent / "own_code" / "installed"
+
+
+def test_the_three_ways_to_name_a_function():
+    assert parse("a.b:C.m") == ("a.b", None, "C.m")
+    assert parse("a:f") == ("a", None, "f")
+    assert parse("x/y.py::C.m.inner") == (None, "x/y.py", "C.m.inner")
+
+
+@pytest.mark.parametrize("bad", ["a.b", "a.b:", "a b:f", ":f", "a:C.m.i.j", "a:1x", "x.py::"])
+def test_anything_else_is_refused_with_the_forms(bad):
+    with pytest.raises(TargetError) as caught:
+        parse(bad)
+    assert "module:Class.method" in caught.value.hint
+
+
+def test_a_module_under_root_gives_file_package_distribution_and_version():
+    ref = resolve("tinytrain.loop:Trainer.fit", str(OWN))
+    assert ref.path == OWN / "tinytrain" / "loop.py" and ref.relpath == "tinytrain/loop.py"
+    assert (ref.package, ref.distribution, ref.installed.version) == ("tinytrain", "tiny-train", "1.2.0")
+    package = resolve("tinytrain:X", str(OWN))
+    assert package.relpath == "tinytrain/__init__.py"
+
+
+def test_a_real_release_is_found_the_same_way():
+    root = realwheels.release_root("vllm", "0.33.0")
+    ref = resolve("vllm.v1.worker.gpu_worker:Worker.execute_model", str(root))
+    assert ref.relpath == "vllm/v1/worker/gpu_worker.py" and ref.installed.version == "0.33.0"
+    assert distribution_of(realwheels.release_root("vllm-ascend", "0.23.0"), "vllm_ascend") == "vllm-ascend"
+
+
+def test_a_file_path_finds_its_package_above_it():
+    ref = resolve(f"{OWN}/tinytrain/loop.py::evaluate")
+    assert (ref.module, ref.package, ref.relpath, ref.installed.version) == ("tinytrain.loop", "tinytrain",
+                                                                            "tinytrain/loop.py", "1.2.0")
+
+
+def test_a_file_in_no_package_is_read_but_names_no_package(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("def main():\n    work()\n")
+    ref = resolve(f"{script}::main")
+    assert ref.package == "" and ref.installed is None
+    found, _ = read_outline(ref)
+    assert [e.kind for e in found.entries] == ["def", "call", "end"]
+
+
+def test_in_this_environment_the_package_is_found_by_find_spec_without_import(monkeypatch):
+    monkeypatch.syspath_prepend(str(OWN))
+    monkeypatch.delenv("PATCHKIT_ROOT", raising=False)
+    ref = resolve("tinytrain.loop:evaluate")
+    assert ref.path == OWN / "tinytrain" / "loop.py" and "tinytrain.loop" not in sys.modules
+
+
+def test_what_is_not_there_says_where_it_looked(tmp_path):
+    with pytest.raises(TargetError, match="no module nothere.x under"):
+        resolve("nothere.x:f", str(OWN))
+    with pytest.raises(TargetError, match=r"no tinytrain/nope.py nor tinytrain/nope/__init__.py"):
+        resolve("tinytrain.nope:f", str(OWN))
+    with pytest.raises(TargetError, match="no file"):
+        resolve(f"{tmp_path}/none.py::f")
+    with pytest.raises(AnchorError) as caught:
+        read_outline(resolve("tinytrain.loop:Trainer.fitt", str(OWN)))
+    assert "class Trainer has no method fitt" in caught.value.message
+    assert caught.value.where.path.endswith("loop.py") and "method: fit" in caught.value.hint
