@@ -8,6 +8,12 @@ The work is done in modules of one concern each, in this order::
     transaction   apply and revert: every file or none, one FileOutcome per file
     state         status: what is applied where
     examples      a recipe's own before/after examples
+    funcref       module:Class.method -> the file, and the function's outline (``points``)
+    newrecipe     points asked -> a recipe file that tests and applies as written (``new``)
+
+Each command of the command line is one call here: :func:`plan_recipe` (diff),
+:func:`apply_recipe` (apply), :func:`revert`, :func:`status`, :func:`outline`
+(points), :func:`new_recipe` (new).
 
 The command line (:mod:`patchkit.cli.commands`) and the Ray layer
 (:mod:`patchkit.cluster.ray`) call these functions; everything here returns data
@@ -16,7 +22,7 @@ and raises :class:`~patchkit.core.errors.PatchkitError` for what the user can fi
 
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional, Sequence
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.engine.examples import ExampleOutcome, example_points, run_examples  # noqa: F401
 from patchkit.engine.marks import decode  # noqa: F401
@@ -24,6 +30,8 @@ from patchkit.core.errors import PatchkitError
 from patchkit.core.model import Settings
 from patchkit.core.outcome import FileOutcome, Outcome, Status  # noqa: F401
 from patchkit.state.planning import FilePlan, Plan, files_to_patch, own_dependency, plan, skipped_note  # noqa: F401
+from patchkit.state.funcref import FunctionRef, read_outline, resolve
+from patchkit.state.newrecipe import Written, write_new as new_recipe  # noqa: F401
 from patchkit.state.targets import Installed
 from patchkit.recipe.catalogue import builtin_dir, builtin_ids  # noqa: F401
 from patchkit.recipe.load import all_recipes, load, load_recipe, recipe_path  # noqa: F401
@@ -98,3 +106,10 @@ def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[s
                         f"every patchkit command now runs the patched lines and profiles patchkit itself; "
                         f"`patchkit revert {settings.id}` when done")
     return Applied(settings, outcomes, p.installed, p.version_skipped, warnings)
+
+
+def outline(target: str, root: Optional[str] = None) -> Tuple[FunctionRef, object]:
+    """``patchkit points``: where TARGET (``module:Class.method``, ``module:function``, ``FILE.py::NAME``) lives,
+    and its outline (:class:`patchkit.engine.points.outline.Outline`): each line with the points that fit there."""
+    ref = resolve(target, root)
+    return ref, read_outline(ref)[0]

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -285,15 +286,20 @@ def test_apply_prints_the_notes_after_its_outcome_in_a_real_process(tmp_path, pa
     assert lines[0].startswith("patched: ") and notes and min(notes) > summary
 
 
-def test_show_names_the_file_the_plan_picks_in_each_release():
-    for version, picked in (("0.9.1", "worker_v1.py"), ("0.11.0", "worker_v1.py"), ("0.13.0", "worker.py")):
+def test_show_names_the_candidates_each_release_has_and_reads_none(monkeypatch):
+    """show reads no target file: where a release has both candidates, diff picks (worker.py of 0.9.1 is V0's)."""
+    worker = Path("vllm_ascend") / "worker"
+    for version, there in (("0.9.1", ["worker_v1.py", "worker.py"]), ("0.11.0", ["worker_v1.py"]),
+                           ("0.13.0", ["worker.py"])):
         root = realwheels.release_root("vllm-ascend", version)
         out = run("show", "vllm-ascend-decode", "--root", str(root)).output
         line = next(ln for ln in out.splitlines() if ln.startswith("patches:"))
-        assert line == f"patches:  {(root / 'vllm_ascend' / 'worker' / picked).resolve()}", version
+        paths = [str((root / worker / name).resolve()) for name in there]
+        named = paths[0] if len(paths) == 1 else f"the first of {' and '.join(paths)} where every point resolves"
+        assert line.startswith(f"patches:  {named}"), version
         assert f"(vllm-ascend {version}, from vllm-ascend metadata in {root.resolve()})" in out
-    both = realwheels.release_root("vllm-ascend", "0.9.1")  # ships worker.py too: the V0 worker, not picked
-    assert (both / "vllm_ascend/worker/worker.py").is_file()
+    picked = run("diff", "vllm-ascend-decode", "--root", str(realwheels.release_root("vllm-ascend", "0.9.1")))
+    assert "+++ b/vllm_ascend/worker/worker_v1.py" in picked.output
 
 
 def test_show_says_why_no_file_is_shown(tmp_path):

@@ -27,12 +27,11 @@ def _code(text: str) -> str:
 
 
 def points(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
+    from patchkit import api
     from patchkit.core.printable import printable
     from patchkit.recipe.spec import spell
-    from patchkit.state.funcref import read_outline, resolve
 
-    ref = resolve(target, root)
-    found, _text = read_outline(ref)
+    ref, found = api.outline(target, root)
     version = ref.installed.shown if ref.installed else None
     if as_json:
         click.echo(json.dumps({
@@ -60,9 +59,9 @@ def spell_scope(scope) -> str:
 
 def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
         output: Optional[str], backend: Optional[str]) -> None:
-    from patchkit.state.newrecipe import write_new
+    from patchkit import api
 
-    written = write_new(recipe_id, point_specs, start_from, root, output, backend)
+    written = api.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
     say(f"wrote {written.path}: {count} in {written.ref.qualname} "

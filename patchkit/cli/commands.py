@@ -303,21 +303,12 @@ def demo(keep: bool) -> None:
     sys.exit(run_demo(keep=keep, echo=click.echo))
 
 
-from patchkit.cli.traces import collect as _collect_cmd, traces as _traces_cmd  # noqa: E402  (after the capture)
+# commands defined beside what they say (imported after main: the capture, after the capture, your own recipes)
+from patchkit.cli import analysis as _analysis, authoring as _authoring, traces as _traces  # noqa: E402
 
-main.add_command(_traces_cmd)
-main.add_command(_collect_cmd)
-
-from patchkit.cli import analysis as cli_analysis  # noqa: E402  (after main: analyse, summary and compare attach to it)
-
-main.add_command(cli_analysis.analyse_cmd)
-main.add_command(cli_analysis.summary_cmd)
-main.add_command(cli_analysis.compare_cmd)
-
-from patchkit.cli.authoring import new_cmd as _new_cmd, points_cmd as _points_cmd  # noqa: E402  (your own recipes)
-
-main.add_command(_points_cmd)
-main.add_command(_new_cmd)
+for _command in (_traces.traces, _traces.collect, _analysis.analyse_cmd, _analysis.summary_cmd,
+                 _analysis.compare_cmd, _authoring.points_cmd, _authoring.new_cmd):
+    main.add_command(_command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
