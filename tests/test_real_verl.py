@@ -23,6 +23,7 @@ repository.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -155,6 +156,27 @@ def test_compute_log_prob_gives_the_actor_and_the_reference_model_a_capture_each
     job.apply("verl-fsdp-logprob", "role=all", "schedule.wait=1", "schedule.active=2")
     job.run()
     job.proves("verl-fsdp-logprob", on_each_rank("actor", "ref"), [1, 2], LOGPROB, tmp_path_factory)
+
+
+def test_a_recipe_written_with_points_and_new_records_log_prob_micro_batches_as_written(tmp_path_factory):
+    """A new user's way to code no recipe covers: `patchkit points` shows compute_log_prob's lines with their
+    points, `patchkit new` writes a recipe from two of them, and it tests, applies, records and reverts as it is."""
+    job = Job(tmp_path_factory.mktemp("own"), NEWEST_DP)
+    target = "verl.workers.actor.dp_actor:DataParallelPPOActor.compute_log_prob"
+    outline = json.loads(job.patchkit("points", target, "--root", str(job.site), "--json").stdout)
+    [loop] = [e for e in outline["entries"] if e["kind"] == "loop" and "micro_batches" in e["code"]]
+    [end] = [e for e in outline["entries"] if e["kind"] == "loop_end"]
+    assert (loop["spelled"][0], end["spelled"][0]) == ("at: before_loop loop: {iter: micro_batches}",
+                                                      "at: loop_end loop: {iter: micro_batches}")
+    recipe = job.tmp / "my-logprob.yaml"
+    job.patchkit("new", "my-logprob", "--root", str(job.site), "-o", str(recipe),
+                 "--point", f"{target} {loop['spelled'][0]} action: start", "--point", f"{target} {end['spelled'][0]}")
+    assert ">=%s" % NEWEST_DP in recipe.read_text()
+    assert "1 passed, 0 failed" in job.patchkit("test", str(recipe)).stdout
+    job.apply(str(recipe), "schedule.wait=1", "schedule.active=2")
+    job.run()
+    # no roles: the actor's pass and the reference model's share one count, and the window falls in the actor's
+    job.proves("my-logprob", on_each_rank(""), [1, 2], LOGPROB, tmp_path_factory)
 
 
 @pytest.mark.parametrize("version", DP)
