@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import jsonschema
 import pytest
 
 from patchkit.runtime import backends
@@ -12,9 +14,8 @@ from patchkit.recipe import schema
 from patchkit.core import vocabulary
 from patchkit.core.errors import RecipeError
 from patchkit.recipe.load import load_recipe
+from patchkit.core import spellings
 from patchkit.core.vocabulary import SETTINGS
-
-jsonschema = pytest.importorskip("jsonschema")
 
 SHIPPED = schema.PATH.read_text(encoding="utf-8")
 
@@ -42,25 +43,61 @@ def _enums(node, path=""):
             yield from _enums(value, f"{path}/{i}")
 
 
+def _words(name: str) -> list:
+    """A profiler setting's words, then torch_npu's spellings of them."""
+    values = next(s.values for s in SETTINGS if s.section == "profiler" and s.name == name)
+    return list(values) + [w for w in spellings.VALUES.get(name, {}) if w not in values]
+
+
 def test_every_enum_of_the_schema_is_the_table_or_a_registry():
-    profiler = "/properties/profiler/properties"
-    expected = {
+    fixed = {
         "/properties/backend": list(backends.names()),
-        f"{profiler}/level": list(vocabulary.LEVELS),
-        f"{profiler}/contents/oneOf/0": list(vocabulary.CONTENTS),
-        f"{profiler}/contents/oneOf/1/items": list(vocabulary.CONTENTS),
-        f"{profiler}/export_type": list(vocabulary.EXPORT_TYPES),
-        f"{profiler}/aic_metrics": list(vocabulary.AIC_METRICS),
         "/properties/schedule/properties/trigger": ["schedule", "manual"],
-        f"{profiler}/host_sys/oneOf/0": list(vocabulary.HOST_SYS),
-        f"{profiler}/host_sys/oneOf/1/items": list(vocabulary.HOST_SYS),
         "/$defs/point/properties/at": list(points.KINDS),
         "/$defs/point/properties/action": list(vocabulary.ACTIONS),
     }
-    assert dict(_enums(json.loads(SHIPPED))) == expected
+    found = dict(_enums(json.loads(SHIPPED)))
+    for path, enum in found.items():
+        if path in fixed:
+            assert enum == fixed[path], path
+            continue
+        name = re.fullmatch(r"/properties/profiler/properties/(?:tool_config/properties/npu/properties/)?(\w+)"
+                            r"(?:/oneOf/[01](?:/items)?)?", path).group(1)
+        assert enum == _words(spellings.KEY[name].key if name in spellings.KEY else name), path
+    profiler = "/properties/profiler/properties"
+    assert set(fixed) | {f"{profiler}/{n}" for n in ("level", "export_type", "aic_metrics")} <= set(found)
     worded = {s.key for s in SETTINGS if s.values}
     assert worded == {"profiler.level", "profiler.contents", "profiler.export_type", "profiler.aic_metrics",
                       "profiler.host_sys", "schedule.trigger"}  # each has its enum above
+
+
+SPELLED = [  # (the profiler section as a verl, MindSpeed-RL or torch_npu user writes it, whether it loads)
+    ({"level": "ProfilerLevel.Level1", "aic_metrics": "PipeUtilization", "export_type": "torch_npu.profiler.ExportType.Db"},
+     True),
+    ({"contents": ["torch_npu.profiler.ProfilerActivity.NPU", "CPU"]}, True),
+    ({"profile_level": "Level2", "profile_with_memory": True, "profile_save_path": "./out"}, True),
+    ({"tool_config": {"npu": {"level": "level1", "contents": ["npu"], "analysis": True}}, "all_ranks": True}, True),
+    ({"profiler_level": "Level0", "msprof_tx": True, "with_flops": False}, True),
+    ({"discrete": False}, False),  # patchkit always records the recipe's own window
+    ({"profile_level": "Level9"}, False),
+    ({"tool_config": {"gpu": {"level": "level1"}}}, False),
+]
+
+
+@pytest.mark.parametrize("profiler,ok", SPELLED, ids=[json.dumps(p) for p, _ in SPELLED])
+def test_the_schema_and_the_loader_agree_on_other_tools_spellings(tmp_path, profiler, ok):
+    data = {"id": "r", "description": "d", "target": {"package": "pkg", "files": ["pkg/m.py"]}, "backend": "npu",
+            "profiler": profiler, "points": [{"class": "A", "method": "run", "at": "method_start"}]}
+    path = tmp_path / "r.yaml"
+    path.write_text(json.dumps(data))
+    if ok:
+        jsonschema.validate(data, json.loads(SHIPPED))
+        load_recipe(path)
+    else:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(data, json.loads(SHIPPED))
+        with pytest.raises(RecipeError):
+            load_recipe(path)
 
 
 def _recipe(tmp_path, section, name, value):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from patchkit.runtime import backends
+from patchkit.core import spellings
 from patchkit.core import vocabulary as v
 from patchkit.recipe.kinds import KINDS
 
@@ -31,11 +32,12 @@ PATH = Path(__file__).with_name("recipe.schema.json")
 
 
 def setting(s: v.Setting) -> Dict[str, Any]:
-    """The JSON Schema of one profiler or schedule key, as a recipe writes it."""
+    """The JSON Schema of one profiler or schedule key, as a recipe writes it (torch_npu's spellings too)."""
+    words = list(s.values) + [w for w in spellings.VALUES.get(s.name, {}) if w not in s.values]
     if s.kind == v.WORD:
-        out: Dict[str, Any] = {"enum": list(s.values)}
+        out: Dict[str, Any] = {"enum": words}
     elif s.kind == v.WORDS:  # a list, or a single word
-        word = {"enum": list(s.values)}
+        word = {"enum": words}
         out = {"oneOf": [word, {"type": "array", "minItems": 1 if s.default else 0, "items": word}]}
     elif s.kind == v.THRESHOLD:
         out = {"oneOf": [{"type": "number", "minimum": 0}, {"type": "null"}, {"const": "none"}]}
@@ -71,6 +73,20 @@ def fill(schema: Dict[str, Any]) -> Dict[str, Any]:
             "additionalProperties": False,
             "properties": {s.name: setting(s) for s in v.SETTINGS if s.section == section},
         }
+    profiler = props["profiler"]["properties"]
+    named = dict(profiler)
+    for k in spellings.KEYS:  # other tools' names: the same value under a rename, else a flag
+        text = f"{k.tool}'s name: " + (f"profiler.{k.key}" if k.does == spellings.RENAME else
+                                       f"true puts {k.word} in profiler.{k.key}" if k.does == spellings.MEMBER else
+                                       f"true is profiler.{k.key}: all" if k.does == spellings.ALL else f"true only: {k.why}")
+        like = {key: value for key, value in named[k.key].items() if key != "default"} \
+            if k.does == spellings.RENAME else {"const": True} if k.does == spellings.ALWAYS else {"type": "boolean"}
+        profiler[k.spelling] = {**like, "description": text}
+    inner: Dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": dict(profiler)}
+    for level in reversed(spellings.NESTED):  # verl: profiler.tool_config.npu.KEY
+        inner = {"type": "object", "additionalProperties": False, "properties": {level: inner}}
+    profiler[spellings.NESTED[0]] = {**inner["properties"][spellings.NESTED[0]],
+                                     "description": "verl's block: its keys read as profiler's own"}
     point = schema["$defs"]["point"]["properties"]
     point["at"] = {"enum": list(KINDS)}
     point["action"] = {"enum": list(v.ACTIONS), "default": v.DEFAULT_ACTION}
