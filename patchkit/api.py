@@ -22,7 +22,7 @@ and raises :class:`~patchkit.core.errors.PatchkitError` for what the user can fi
 
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.engine.examples import ExampleOutcome, example_points, run_examples  # noqa: F401
 from patchkit.engine.marks import decode  # noqa: F401
@@ -30,9 +30,11 @@ from patchkit.core.errors import PatchkitError
 from patchkit.core.model import Settings
 from patchkit.core.outcome import FileOutcome, Outcome, Status  # noqa: F401
 from patchkit.state.planning import FilePlan, Plan, files_to_patch, own_dependency, plan, skipped_note  # noqa: F401
-from patchkit.state.funcref import FunctionRef, read_outline, resolve
-from patchkit.state.newrecipe import Written, write_new as new_recipe  # noqa: F401
 from patchkit.state.targets import Installed
+
+if TYPE_CHECKING:  # points and new load their modules when they run (diff and apply need neither)
+    from patchkit.state.funcref import FunctionRef
+    from patchkit.state.newrecipe import Written
 from patchkit.recipe.catalogue import builtin_dir, builtin_ids  # noqa: F401
 from patchkit.recipe.load import all_recipes, load, load_recipe, recipe_path  # noqa: F401
 from patchkit.state.status import FileStatus, status  # noqa: F401
@@ -108,8 +110,19 @@ def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[s
     return Applied(settings, outcomes, p.installed, p.version_skipped, warnings)
 
 
-def outline(target: str, root: Optional[str] = None) -> Tuple[FunctionRef, object]:
+def outline(target: str, root: Optional[str] = None) -> Tuple["FunctionRef", object]:
     """``patchkit points``: where TARGET (``module:Class.method``, ``module:function``, ``FILE.py::NAME``) lives,
     and its outline (:class:`patchkit.engine.points.outline.Outline`): each line with the points that fit there."""
+    from patchkit.state.funcref import read_outline, resolve
+
     ref = resolve(target, root)
     return ref, read_outline(ref)[0]
+
+
+def new_recipe(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str] = None,
+               root: Optional[str] = None, output: Optional[str] = None, backend: Optional[str] = None) -> "Written":
+    """``patchkit new``: write the recipe ``recipe_id`` for the points asked (see
+    :func:`patchkit.state.newrecipe.write_new`); nothing is written on any error."""
+    from patchkit.state.newrecipe import write_new
+
+    return write_new(recipe_id, point_specs, start_from, root, output, backend)

@@ -129,6 +129,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     patchkit revert --all          restore the original bytes
     patchkit run RECIPE -- CMD     run CMD with the recipe applied in memory
     patchkit capture RECIPE        ask a running job (trigger=manual) for a window
+    patchkit points MOD:CLS.METHOD where a point can go; `patchkit new` writes a recipe of them
     """
     ctx.obj = {"debug": debug}
 

@@ -10,7 +10,6 @@ patchkit's names.  An unknown key or word is an error with the nearest accepted 
 
 from __future__ import annotations
 
-from difflib import get_close_matches
 from typing import Any, Dict, List, Tuple
 
 from patchkit.core import spellings as sp
@@ -43,6 +42,8 @@ NESTED_KEY = ".".join(sp.NESTED)
 def value_hint(setting: v.Setting, value: Any) -> str:
     """``did you mean X? pick one of: ...``, the nearest among patchkit's words and torch_npu's spellings."""
     members = [m for m in sp.MEMBERS if m.setting == setting.name]
+    from difflib import get_close_matches  # only for an error
+
     close = get_close_matches(value, list(setting.values) + list(sp.VALUES.get(setting.name, ())), n=1,
                               cutoff=0.75) if isinstance(value, str) else []
     guess = ""
@@ -116,6 +117,8 @@ class _Normaliser:
 
     def unknown(self, name: Any, where: Path) -> None:
         shown = shorten(str(name))
+        from difflib import get_close_matches  # only for an error
+
         close = get_close_matches(str(name), accepted_keys(), n=1, cutoff=0.6)
         guess = f"did you mean {close[0]}? " if close else ""
         others = ", ".join(k.spelling for k in sp.KEYS)

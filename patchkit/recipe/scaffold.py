@@ -9,7 +9,7 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 import yaml
 
-from patchkit.recipe.spec import _value
+from patchkit.recipe.spec import flow
 
 SCHEMA = "# yaml-language-server: $schema=https://patchkit.invalid/recipe.schema.json"
 
@@ -85,7 +85,7 @@ def render(draft: Draft) -> Tuple[str, List[int]]:
 def _value_of(value: Any) -> str:
     if isinstance(value, str) and not value:
         return '""'
-    return _value(value)
+    return flow(value)
 
 
 def _folded(text: str) -> List[str]:

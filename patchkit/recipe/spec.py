@@ -30,11 +30,11 @@ LOOP_ORDER = ("iter", "target", "calls", "while")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
-def _value(value: Any) -> str:
+def flow(value: Any) -> str:
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
+        return "[" + ", ".join(flow(v) for v in value) + "]"
     if isinstance(value, bool) or value is None:
         return yaml.safe_dump(value).splitlines()[0]
     text = str(value)
@@ -52,7 +52,7 @@ def spell(point: Dict[str, Any]) -> str:
         value = point[key]
         if key == "loop" and isinstance(value, dict):
             value = {k: value[k] for k in LOOP_ORDER if k in value}
-        out.append(f"{key}: {_value(value)}")
+        out.append(f"{key}: {flow(value)}")
     return " ".join(out)
 
 

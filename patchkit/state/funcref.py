@@ -17,7 +17,7 @@ from typing import NamedTuple, Optional
 
 from patchkit.core.errors import Location, TargetError
 from patchkit.core.model import Target
-from patchkit.state.targets import Installed, _normalise, default_root, find_package, locate, root_dir
+from patchkit.state.targets import Installed, canonical, default_root, find_package, locate, root_dir
 
 FORMS = "module:Class.method, module:function, or path/to/file.py::Class.method"
 
@@ -135,8 +135,8 @@ def distribution_of(base: Path, package: str) -> str:
                 continue
             rows = [row.split(",")[0].strip() for row in text.splitlines()]
             if any(row == package or row.startswith(package + "/") for row in rows):
-                return _normalise(_metadata_name(folder) or name)
-    return _normalise(package)
+                return canonical(_metadata_name(folder) or name)
+    return canonical(package)
 
 
 def _metadata_name(folder: Path) -> str:

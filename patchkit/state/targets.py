@@ -28,7 +28,8 @@ class Installed(NamedTuple):
         return f"{self.version} or later" if self.at_least and self.version else self.version
 
 
-def _normalise(name: str) -> str:
+def canonical(name: str) -> str:
+    """A distribution name as the registry compares names (PEP 503): ``Tiny_Train`` -> ``tiny-train``."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -48,13 +49,13 @@ def _headers(path: str) -> dict:
 def version_in(folder: Path, distribution: str, dist_info: bool = True) -> Optional[str]:
     """The version in ``folder``'s ``<name>-<version>.dist-info/METADATA``, or (``dist_info`` false) in other
     metadata importlib finds there (``.egg-info``)."""
-    wanted = _normalise(distribution)
+    wanted = canonical(distribution)
     if not dist_info:
         import importlib.metadata as metadata
 
         for dist in metadata.distributions(path=[str(folder)]):
             name = dist.metadata["Name"] if dist.metadata else None
-            if name and _normalise(name) == wanted:
+            if name and canonical(name) == wanted:
                 return dist.version
         return None
     try:
@@ -62,12 +63,12 @@ def version_in(folder: Path, distribution: str, dist_info: bool = True) -> Optio
     except OSError:
         return None
     for entry in entries:
-        if entry.endswith(".dist-info") and _normalise(entry[: -len(".dist-info")].rsplit("-", 1)[0]) == wanted:
+        if entry.endswith(".dist-info") and canonical(entry[: -len(".dist-info")].rsplit("-", 1)[0]) == wanted:
             try:
                 head = _headers(os.path.join(folder, entry, "METADATA"))
             except OSError:
                 continue
-            if _normalise(head.get("Name", "")) == wanted and head.get("Version"):
+            if canonical(head.get("Name", "")) == wanted and head.get("Version"):
                 return head["Version"].strip()
     return None
 

@@ -17,7 +17,7 @@ from patchkit.engine.points.registry import finds
 from patchkit.engine.points.method import last_statement
 
 
-def _iterables(loop: cst.CSTNode) -> List[str]:
+def iterables(loop: cst.CSTNode) -> List[str]:
     if not isinstance(loop, cst.For):
         return []
     it = loop.iter
@@ -27,17 +27,17 @@ def _iterables(loop: cst.CSTNode) -> List[str]:
     return [name] if name else []
 
 
-def _targets(node: cst.CSTNode) -> List[str]:
+def loop_targets(node: cst.CSTNode) -> List[str]:
     if isinstance(node, cst.For):
         node = node.target
     if isinstance(node, cst.Name):
         return [node.value]
     if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _targets(e.value)]
+        return [n for e in node.elements for n in loop_targets(e.value)]
     return []
 
 
-class _Callees(cst.CSTVisitor):
+class Callees(cst.CSTVisitor):
     """The dotted names called anywhere in an expression."""
 
     def __init__(self) -> None:
@@ -52,7 +52,7 @@ def _condition_calls(loop: cst.CSTNode, name: str) -> bool:
     """A while loop whose condition calls ``name`` (at any depth of the condition)."""
     if not isinstance(loop, cst.While):
         return False
-    callees = _Callees()
+    callees = Callees()
     loop.test.visit(callees)
     return name in callees.names
 
@@ -60,9 +60,9 @@ def _condition_calls(loop: cst.CSTNode, name: str) -> bool:
 def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
     found = scan.loops
     if selector.iter:
-        found = [lp for lp in found if selector.iter in _iterables(lp.node)]
+        found = [lp for lp in found if selector.iter in iterables(lp.node)]
     if selector.target:
-        found = [lp for lp in found if selector.target in _targets(lp.node)]
+        found = [lp for lp in found if selector.target in loop_targets(lp.node)]
     if selector.calls:
         innermost = {id(enclosing[-1]) for name, _call, enclosing in scan.calls if name == selector.calls and enclosing}
         found = [lp for lp in found if id(lp.node) in innermost]

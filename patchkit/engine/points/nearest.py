@@ -60,7 +60,7 @@ def _call_hint(scan: Scan, call: str) -> str:
 
 
 def _loop_hint(scan: Scan, selector: LoopSelector) -> str:
-    from patchkit.engine.points.loops import _Callees, _iterables, _targets
+    from patchkit.engine.points.loops import Callees, iterables, loop_targets
     from patchkit.engine.points.outline import loop_selector
 
     if not scan.loops:
@@ -71,13 +71,13 @@ def _loop_hint(scan: Scan, selector: LoopSelector) -> str:
     for loop in scan.loops:
         line = scan.line(loop.node)
         if key == "iter":
-            found = _iterables(loop.node)
+            found = iterables(loop.node)
         elif key == "target":
-            found = _targets(loop.node)
+            found = loop_targets(loop.node)
         elif key == "calls":
             found = [name for name, _node, around in scan.calls if around and around[-1] is loop.node]
         else:
-            callees = _Callees()
+            callees = Callees()
             if hasattr(loop.node, "test"):
                 loop.node.test.visit(callees)
             found = [n for n in callees.names if n]

@@ -138,16 +138,16 @@ def _call_points(call: str, count: int) -> Tuple[Spec, ...]:
 def loop_selector(scan: Scan, loop: Loop) -> Tuple[Spec, int]:
     """A ``loop:`` mapping that selects this loop, and how many loops it selects (1 when it picks it alone)."""
     from patchkit.core.model import LoopSelector
-    from patchkit.engine.points.loops import _iterables, _targets, select
+    from patchkit.engine.points.loops import iterables, loop_targets, select
 
-    options: List[Spec] = [{"iter": name} for name in _iterables(loop.node)]
-    options += [{"target": name} for name in _targets(loop.node)]
+    options: List[Spec] = [{"iter": name} for name in iterables(loop.node)]
+    options += [{"target": name} for name in loop_targets(loop.node)]
     options += [{"iter": i["iter"], "target": t["target"]} for i in options if "iter" in i
                 for t in options if "target" in t]
     if isinstance(loop.node, cst.While):
-        from patchkit.engine.points.loops import _Callees
+        from patchkit.engine.points.loops import Callees
 
-        callees = _Callees()
+        callees = Callees()
         loop.node.test.visit(callees)
         options += [{"while": name} for name in callees.names if name]
     options += [{"calls": name} for name, _call, around in scan.calls if around and around[-1] is loop.node]
