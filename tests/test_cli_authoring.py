@@ -100,3 +100,10 @@ def test_points_then_new_then_apply_records_the_steps_with_no_hand_edit(tmp_path
     assert len(report[0]["traces"]) == 1 and Path(report[0]["traces"][0]).parent == out
     run("revert", "mine")
     assert "patchkit" not in (root / made.stderr.split("(")[1].split(",")[0]).read_text()
+
+
+def test_new_s_help_names_every_key_a_point_takes():
+    from patchkit.cli.authoring import POINT_HELP
+    from patchkit.recipe.spec import KEYS
+
+    assert all(f" {key}" in POINT_HELP for key in KEYS)

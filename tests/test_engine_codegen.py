@@ -114,6 +114,20 @@ def test_the_file_written_is_the_modules_code_with_the_nodes_in(tmp_path):
     assert [i.index for i in result.insertions] == [0] * len(header_lines(s)) + [4]
 
 
+def test_a_line_libcst_cannot_read_is_a_clean_refusal_not_a_crash(tmp_path, monkeypatch):
+    s, _ = loaded(tmp_path, "{class: A, method: run, at: method_start, guard: self.unread}")
+
+    def unreadable(text, *args, **kwargs):
+        raise cst.ParserSyntaxError("not supported here", lines=[text], raw_line=1, raw_column=0)
+
+    codegen._parse.cache_clear()
+    monkeypatch.setattr(cst, "parse_statement", unreadable)
+    result = transform("class A:\n    def run(self):\n        pass\n", s)
+    assert isinstance(result, CannotApply) and result.line == 2
+    assert result.reason.startswith("the line for `step method_start in A.run` cannot be written: libcst cannot "
+                                    "read the line 'if self.unread: _patchkit_runtime.step(\"t\")")
+
+
 def test_a_guard_libcst_cannot_read_is_a_clean_refusal_not_a_crash(tmp_path, monkeypatch):
     s, _ = loaded(tmp_path, "{class: A, method: run, at: method_start, guard: self.ready}")
 

@@ -96,6 +96,13 @@ def test_each_forbidden_construct_is_named(guard, what):
     assert str(info.value).startswith(f"{what}") and "is not allowed in a guard" in str(info.value)
 
 
+@pytest.mark.parametrize("guard", ["batches, 1", "(self.rank == 0, True)", "a if c else b, d"])
+def test_a_tuple_is_no_condition(guard):
+    """`a, b` is always true, and unparenthesised it would split the inserted call's arguments (on_exit's lambda)."""
+    with pytest.raises(ValueError, match="a tuple is not a condition"):
+        check_expression(guard, ValueError)
+
+
 def test_length_and_depth_are_bounded():
     with pytest.raises(ValueError, match="1001 characters long; a guard is one line of at most 1000"):
         check_expression("a or " * 199 + "abcdef", ValueError)

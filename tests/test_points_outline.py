@@ -106,6 +106,36 @@ def test_every_point_offered_resolves_where_it_says(tmp_path):
                 assert any("patchkit" in ln for ln in lines), point
 
 
+ONE_LINE = textwrap.dedent('''\
+    class C:
+        def m(self, data, rows):
+            for w in data: self.f(w)
+            for r in rows:
+                self.f(r)
+                self.g(r)
+            if data: self.h()
+            self.g(data)
+    ''')
+
+
+def test_a_one_line_block_takes_no_point_and_says_why(tmp_path):
+    found, results = every_point(tmp_path, ONE_LINE, "C.m")
+    for entry, point, result in results:  # every point offered resolves, none is offered into a one-line block
+        assert isinstance(result, Applied), (entry, point, result)
+    by_line = {(e.line, e.kind): e for e in found.entries}
+    assert [spell(p) for p in by_line[3, "loop"].points] == ["at: before_loop loop: {iter: data}"]
+    assert "body on its header's line" in by_line[3, "loop_end"].note
+    assert not by_line[5, "call"].points and "self.f is called in a one-line block at line 3" in by_line[5, "call"].note
+    assert [spell(p) for p in by_line[6, "call"].points][:1] == ["at: after_call call: self.g count: 2"]
+    assert not by_line[7, "call"].points and "line 7" in by_line[7, "call"].note
+
+
+def test_the_code_shown_is_the_line_python_counts_form_feeds_and_all():
+    source = "import os\n\x0c\nclass D:\n    def m(self):\n        s = 'a\u2028b'\n        self.run()\n"
+    rows = [(e.line, e.code) for e in outline(source, "D.m").entries]
+    assert rows[:2] == [(4, "def m(self):"), (6, "    self.run()")]
+
+
 def test_the_qualname_picks_class_function_or_nested():
     import libcst as cst
 

@@ -48,3 +48,14 @@ def test_a_line_that_is_not_a_point_says_what_to_write(text, words):
     with pytest.raises(RecipeError) as caught:
         parse(text)
     assert words in caught.value.message and "at:" in caught.value.hint
+
+
+@pytest.mark.parametrize("raw,value", [
+    ('"n > 1" and n', '"n > 1" and n'),  # a guard that starts with a string literal
+    ("'x' in self.modes", "'x' in self.modes"),
+    ('"a', '"a'),  # unterminated: as written, for the recipe's own checks to refuse
+    ("'a' == 'b'", "'a' == 'b'"),
+    ('"self.rank == 0"', "self.rank == 0"),  # one quoted string: its text
+])
+def test_text_keys_are_as_written_unless_one_quoted_string(raw, value):
+    assert parse(f"at: on_exit guard: {raw}")["guard"] == value

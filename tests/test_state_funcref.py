@@ -76,3 +76,15 @@ def test_what_is_not_there_says_where_it_looked(tmp_path):
         read_outline(resolve("tinytrain.loop:Trainer.fitt", str(OWN)))
     assert "class Trainer has no method fitt" in caught.value.message
     assert caught.value.where.path.endswith("loop.py") and "method: fit" in caught.value.hint
+
+
+def test_a_module_that_is_a_link_out_of_the_package_is_named_where_the_recipe_finds_it(tmp_path):
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("")
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text("def g():\n    work()\n")
+    (site / "pkg" / "linked.py").symlink_to(elsewhere)
+    ref = resolve("pkg.linked:g", str(site))
+    assert ref.relpath == "pkg/linked.py" and ref.path.resolve() == elsewhere
+    assert [e.kind for e in read_outline(ref)[0].entries] == ["def", "call", "end"]

@@ -77,3 +77,39 @@ def test_the_file_name_is_the_id(tmp_path):
     with pytest.raises(RecipeError, match="not a valid recipe id"):
         new(tmp_path, f"{FIT} at: method_start", rid="My Recipe")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_it_cannot_write_in_is_a_clean_error_and_nothing_is_written(tmp_path, monkeypatch):
+    import tempfile
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(RecipeError, match="cannot write mine.yaml in .*: Permission denied") as caught:
+        new(tmp_path, f"{FIT} at: method_start")
+    assert "-o DIR/NAME.yaml" in caught.value.hint and list(tmp_path.iterdir()) == []
+
+
+def test_without_hard_links_the_file_is_still_created_only_if_it_is_not_there(tmp_path, monkeypatch):
+    import os
+
+    def no_links(*args, **kwargs):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    written = new(tmp_path, f"{FIT} at: method_start")
+    assert load_recipe(written.path).recipe.id == "mine" and [p.name for p in tmp_path.iterdir()] == ["mine.yaml"]
+
+
+def test_one_name_in_two_files_is_refused_before_anything_is_written(tmp_path):
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("")
+    for module, loop in (("core", "batches"), ("other", "items")):
+        (site / "pkg" / f"{module}.py").write_text(
+            f"class A:\n    def run(self, {loop}):\n        for b in {loop}:\n            self.work(b)\n")
+    with pytest.raises(RecipeError, match="the points name A in pkg/core.py and in pkg/other.py"):
+        write_new("two", ["pkg.core:A.run at: loop_end loop: batches", "pkg.other:A.run at: loop_end loop: items"],
+                  None, str(site), str(tmp_path / "two.yaml"), None)
+    assert not (tmp_path / "two.yaml").exists()

@@ -16,8 +16,8 @@ ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PA
 POINT_HELP = ("TARGET then the point, as `patchkit points` prints it: recipe keys, each `key: value`, values in YAML, "
               "e.g. \"pkg.mod:Trainer.fit at: loop_end loop: {iter: batches}\" or "
               "\"pkg.mod:Trainer.fit at: before_loop loop: {iter: batches} action: start\". "
-              "Keys: at, call, loop (a bare name is {iter: NAME}), action, name, count, guard, nested. Repeat for "
-              "each point.")
+              "Keys: nested, at, call, loop (a bare name is {iter: NAME}), action, name, count, when, guard, reason. "
+              "Repeat for each point.")
 
 WIDTH = 60  # the code column
 
@@ -64,7 +64,9 @@ def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], r
     written = api.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
-    say(f"wrote {written.path}: {count} in {written.ref.qualname} "
+    names = dict.fromkeys(".".join(p[k] for k in ("class", "method", "function", "nested") if p.get(k))
+                          for p in written.points)
+    say(f"wrote {written.path}: {count} in {', '.join(names)} "
         f"({written.ref.relpath}, {written.versions or 'any version'})")
     for line in written.described:
         say(f"  {line}")

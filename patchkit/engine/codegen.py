@@ -52,9 +52,17 @@ class _PinIndent(cst.CSTTransformer):
         return updated_node.with_changes(indent=self.indent)
 
 
-@lru_cache(maxsize=512)
 def _parsed(text: str) -> cst.BaseStatement:
-    """One statement (or a decorated stub) parsed; nodes are immutable, so one parse serves every file."""
+    """One statement (or a decorated stub) parsed; :class:`CannotWrite` when libcst cannot read it."""
+    try:
+        return _parse(text)
+    except cst.ParserSyntaxError as exc:
+        raise CannotWrite(f"libcst cannot read the line {text.splitlines()[0]!r} ({exc.message})") from None
+
+
+@lru_cache(maxsize=512)
+def _parse(text: str) -> cst.BaseStatement:
+    """Nodes are immutable, so one parse serves every file."""
     return cst.parse_statement(text + "\n")
 
 

@@ -64,6 +64,8 @@ def check_expression(text: str, fail: Callable[[str], Exception]) -> str:
             depth[id(child)] = depth[id(node)] + 1
             if depth[id(child)] > MAX_DEPTH:
                 raise fail(f"the guard is nested more than {MAX_DEPTH} levels deep: {text[:60]!r}...")
+    if isinstance(tree.body, ast.Tuple):  # `a, b` is always true, and would split the line's call in two
+        raise fail(f"a tuple is not a condition (it is always true): {text!r}; join conditions with `and` or `or`")
     refused = _refused(tree.body)
     if refused:
         raise fail(f"{refused} is not allowed in a guard: {text!r}")

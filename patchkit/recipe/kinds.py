@@ -169,7 +169,7 @@ declare("around_call", "a range opened right before the statement whose value is
 
 
 declare("method", "a range around every call of the method: a decorator that closes it on every way out",
-        actions=("range",), what="around the whole", valid=[
+        actions=("range",), what="around each whole call", valid=[
     Example(_RANGES_WORK, {"at": "method", **_RANGE},
             after='class A:\n    @_patchkit_runtime.ranged("k", "work")  # patchkit:k\n'
                   "    def run(self):\n        out = self.work()\n        return out\n"),

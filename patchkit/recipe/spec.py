@@ -85,6 +85,17 @@ def _split(text: str) -> List[Tuple[str, str, int]]:
             for k, (key, start, col) in enumerate(found)]
 
 
+def _quoted(raw: str) -> str:
+    """``"a b"`` -> ``a b``; anything else as written (``'x' in self.modes`` is a guard, not a YAML string)."""
+    if len(raw) < 2 or raw[0] not in "\"'" or raw[-1] != raw[0]:
+        return raw
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    return value if isinstance(value, str) else raw
+
+
 def parse(text: str) -> Dict[str, Any]:
     """The point mapping of a one-line point (``at: ... key: value ...``); unchecked beyond its YAML."""
     point: Dict[str, Any] = {}
@@ -93,8 +104,8 @@ def parse(text: str) -> Dict[str, Any]:
             raise RecipeError(f"the point {text!r} gives `{key}:` twice", hint=HINT)
         if not raw:
             raise RecipeError(f"the point {text!r} gives no value for `{key}:`", hint=HINT)
-        if key in ("guard", "reason", "name", "call"):
-            value: Any = yaml.safe_load(raw) if raw[0] in "\"'" else raw
+        if key in ("guard", "reason", "name", "call"):  # text as written, unless it is one quoted string
+            value: Any = _quoted(raw)
         else:
             try:
                 value = yaml.safe_load(raw)

@@ -73,7 +73,7 @@ def resolve(target: str, root: Optional[str] = None) -> FunctionRef:
         return FunctionRef(single, qualname, module, "", single.name, None)
     file = _module_file(package_dir, module)
     installed = locate(Target(top, distribution_of(package_dir.parent, top), "", ()), str(package_dir.parent))
-    rel = file.resolve().relative_to(package_dir.parent.resolve()).as_posix()
+    rel = file.relative_to(package_dir.parent).as_posix()  # as the recipe names it (a link is followed on apply)
     return FunctionRef(file, qualname, module, top, rel, installed, distribution_of(package_dir.parent, top))
 
 

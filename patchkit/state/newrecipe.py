@@ -101,6 +101,7 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
     """The recipe's text with its example, and its settings, read back by the loader."""
     first = asked[0].ref
     files = list(dict.fromkeys(a.ref.relpath for a in asked))
+    _one_file_per_name(asked)
     points = []
     for a in asked:
         extra = {"files": [a.ref.relpath]} if a.ref.relpath != files[0] else {}
@@ -144,6 +145,16 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
     draft = draft._replace(examples=tuple(examples))
     text = render(draft)[0]
     return text, _load(text, draft, asked)
+
+
+def _one_file_per_name(asked: List[_Asked]) -> None:
+    """A recipe's example holds the points whose class (or function) it defines: one name, one file."""
+    where: Dict[str, str] = {}
+    for a in asked:
+        name = a.point.get("class") or a.point.get("function")
+        if where.setdefault(name, a.ref.relpath) != a.ref.relpath:
+            raise RecipeError(f"the points name {name} in {where[name]} and in {a.ref.relpath}: a recipe's examples "
+                              "cannot tell two of one name apart", hint="write one recipe for each of the two files")
 
 
 def _base(start_from: Optional[str]) -> Optional[Settings]:
@@ -225,7 +236,10 @@ def _write(path: Path, text: str) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise RecipeError(f"no folder {folder} to write {path.name} in", Location(str(path)), "create it first")
-    fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -235,5 +249,24 @@ def _write(path: Path, text: str) -> None:
         except FileExistsError:
             _refuse_existing(path)
             raise
+        except OSError:  # a file system without hard links: create the file, only if it is not there
+            _create(path, text)
     finally:
         os.unlink(scratch)
+
+
+def _create(path: Path, text: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except FileExistsError:
+        _refuse_existing(path)
+        raise
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _cannot_write(path: Path, exc: OSError) -> RecipeError:
+    return RecipeError(f"cannot write {path.name} in {path.parent or '.'}: {exc.strerror}", Location(str(path)),
+                       "write it elsewhere with -o DIR/NAME.yaml, or check the folder's permissions")

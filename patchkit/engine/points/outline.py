@@ -17,6 +17,7 @@ when a recipe's point does not resolve.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
@@ -70,7 +71,8 @@ def outline(source: str, qualname: str) -> Outline:
     positions = Positions(module)
     func, _ = find_function(module, cls, function, nested, positions)
     scan = Scan(func, cls, function if not nested else f"{function}.{nested}", positions)
-    return Outline(cls, function, nested, tuple(entries(scan, source.splitlines())))
+    lines = re.split(r"\r\n|\r|\n", source)  # line breaks as Python counts them (not str.splitlines's \x0c...)
+    return Outline(cls, function, nested, tuple(entries(scan, lines)))
 
 
 def entries(scan: Scan, lines: List[str]) -> List[Entry]:
@@ -83,12 +85,19 @@ def entries(scan: Scan, lines: List[str]) -> List[Entry]:
 
     out = [_def(scan, code)]
     counts: Dict[str, int] = {}
+    flat: Dict[str, int] = {}  # a call made in a one-line block (`if x: f()`): no point takes any statement of it
     for stmt in scan.statements:
         if stmt.call:
             counts[stmt.call] = counts.get(stmt.call, 0) + 1
+            if isinstance(stmt.block, cst.SimpleStatementSuite):
+                flat.setdefault(stmt.call, scan.line(stmt.node))
     for stmt in scan.statements:
         line = scan.line(stmt.node)
-        if stmt.call:
+        if stmt.call in flat:
+            out.append(Entry(line, code(line), note=f"{stmt.call} is called in a one-line block at line "
+                             f"{flat[stmt.call]}: no call point (put that block's body on a line of its own)",
+                             kind="call"))
+        elif stmt.call:
             out.append(Entry(line, code(line), _call_points(stmt.call, counts[stmt.call]), kind="call"))
         elif isinstance(stmt.node, (cst.Return, cst.Raise)):
             word = type(stmt.node).__name__.lower()
@@ -137,8 +146,7 @@ def _call_points(call: str, count: int) -> Tuple[Spec, ...]:
 
 def loop_selector(scan: Scan, loop: Loop) -> Tuple[Spec, int]:
     """A ``loop:`` mapping that selects this loop, and how many loops it selects (1 when it picks it alone)."""
-    from patchkit.core.model import LoopSelector
-    from patchkit.engine.points.loops import iterables, loop_targets, select
+    from patchkit.engine.points.loops import iterables, loop_targets
 
     options: List[Spec] = [{"iter": name} for name in iterables(loop.node)]
     options += [{"target": name} for name in loop_targets(loop.node)]
@@ -153,12 +161,20 @@ def loop_selector(scan: Scan, loop: Loop) -> Tuple[Spec, int]:
     options += [{"calls": name} for name, _call, around in scan.calls if around and around[-1] is loop.node]
     best: Optional[Tuple[Spec, int]] = None
     for option in options:
-        found = select(scan, LoopSelector(**{("while_" if k == "while" else k): v for k, v in option.items()}))
+        found = _selected(scan, option)
         if any(f.node is loop.node for f in found):
             if len(found) == 1:
                 return option, 1
             best = best or (option, len(found))
     return best or ({}, 0)
+
+
+def _selected(scan: Scan, option: Spec) -> List[Loop]:
+    """The loops a ``loop:`` mapping selects."""
+    from patchkit.core.model import LoopSelector
+    from patchkit.engine.points.loops import select
+
+    return select(scan, LoopSelector(**{("while_" if k == "while" else k): v for k, v in option.items()}))
 
 
 def _loop(scan: Scan, loop: Loop, code) -> List[Entry]:
@@ -168,13 +184,18 @@ def _loop(scan: Scan, loop: Loop, code) -> List[Entry]:
         return [Entry(line, code(line), note="no selector picks this loop (no name in its iterable, target or "
                       "condition, and no call in it)", kind="loop")]
     more = {"count": n} if n > 1 else {}
-    out = [Entry(line, code(line), ({"at": "before_loop", "loop": selector, **more},
-                                    {"at": "loop_start", "loop": selector, **more}), kind="loop")]
+    flat = [lp for lp in scan.loops if isinstance(lp.node.body, cst.SimpleStatementSuite)
+            and lp.node in {f.node for f in _selected(scan, selector)}]
+    inside = () if flat else ({"at": "loop_start", "loop": selector, **more},)
+    out = [Entry(line, code(line), ({"at": "before_loop", "loop": selector, **more}, *inside), kind="loop")]
     body_end = scan.positions.end_line(loop.node.body.body[-1]) if loop.node.body.body else line
     skips = [c for c, around in scan.continues if around and around[-1] is loop.node]
     last = last_statement(loop.node.body)
     label = f"(end of the loop at line {line})"
-    if skips:
+    if flat:
+        out.append(Entry(body_end, label, note=f"the loop at line {scan.line(flat[0].node)} has its body on its "
+                         "header's line: no loop_start or loop_end", kind="loop_end"))
+    elif skips:
         out.append(Entry(body_end, label, note=f"the loop has a continue at line {scan.line(skips[0])}: "
                          "no loop_end (use loop_start)", kind="loop_end"))
     elif isinstance(last, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
