@@ -31,14 +31,14 @@ from patchkit.core.model import Settings
 from patchkit.core.outcome import FileOutcome, Outcome, Status  # noqa: F401
 from patchkit.state.planning import FilePlan, Plan, files_to_patch, own_dependency, plan, skipped_note  # noqa: F401
 from patchkit.state.targets import Installed
-
-if TYPE_CHECKING:  # points and new load their modules when they run (diff and apply need neither)
-    from patchkit.state.funcref import FunctionRef
-    from patchkit.state.newrecipe import Written
 from patchkit.recipe.catalogue import builtin_dir, builtin_ids  # noqa: F401
 from patchkit.recipe.load import all_recipes, load, load_recipe, recipe_path  # noqa: F401
 from patchkit.state.status import FileStatus, status  # noqa: F401
 from patchkit.state.transaction import apply, revert  # noqa: F401
+
+if TYPE_CHECKING:  # points and new load their modules when they run (diff and apply need neither)
+    from patchkit.state.funcref import FunctionRef
+    from patchkit.state.newrecipe import Written
 
 
 def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> str:
@@ -52,7 +52,7 @@ def plan_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[st
     return plan(load(recipe, overrides, backend), root, skip_version_check)
 
 
-class Applied(NamedTuple):
+class ApplyReport(NamedTuple):
     """What ``patchkit apply`` did: each file's outcome, where the package is, and what the user should know."""
 
     settings: Settings
@@ -73,7 +73,7 @@ class Applied(NamedTuple):
 
 def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
                  root: Optional[str] = None, *, ledger=None, allow_dirty: bool = False, commit: bool = False,
-                 skip_version_check: bool = False, review: Optional[Callable[[Plan], bool]] = None) -> Applied:
+                 skip_version_check: bool = False, review: Optional[Callable[[Plan], bool]] = None) -> ApplyReport:
     """``patchkit apply``: load the recipe, patch every file of it or none, and say what to know about the result.
 
     ``review`` is shown the plan (its changing files) after every check and before anything is written; if it
@@ -107,7 +107,7 @@ def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[s
         warnings.append(f"{settings.recipe.target.package} ({own}) is patchkit's own code or one of its dependencies: "
                         f"every patchkit command now runs the patched lines and profiles patchkit itself; "
                         f"`patchkit revert {settings.id}` when done")
-    return Applied(settings, outcomes, p.installed, p.version_skipped, warnings)
+    return ApplyReport(settings, outcomes, p.installed, p.version_skipped, warnings)
 
 
 def outline(target: str, root: Optional[str] = None) -> Tuple["FunctionRef", object]:

@@ -89,7 +89,7 @@ def test_one_call_per_command_loads_plans_and_applies(tree, monkeypatch):
     p = api.plan_recipe(R, ["schedule.wait=2"], None, str(root))
     assert p.settings.id == R and p.files[0].changes and snapshot(root) == before
     done = api.apply_recipe(R, ["schedule.wait=2"], None, str(root))
-    assert isinstance(done, api.Applied) and done.written and done.changed == 1
+    assert isinstance(done, api.ApplyReport) and done.written and done.changed == 1
     assert (done.installed.version, done.version_skipped) == ("0.6.1", "")
     [warning] = done.warnings  # the tree is shaped like a site-packages folder with no patchkit in it
     assert warning.startswith(f"{root.resolve()} has no patchkit")
