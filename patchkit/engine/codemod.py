@@ -106,7 +106,12 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
             sites = FINDERS[point.at](scan, point)
         except NotFound as exc:
             at = f", in the point at {point.where}" if point.where is not None else ""
-            raise _Failed(exc.reason + at, exc.line, hint=exc.hint) from None
+            hint = exc.hint
+            if exc.nothing_named:  # the calls or loops the function does have, nearest first
+                from patchkit.engine.points.nearest import hint as nearest
+
+                hint = nearest(scan, point)
+            raise _Failed(exc.reason + at, exc.line, hint=hint) from None
         for site in sites:
             if not isinstance(site, Decorate) and not isinstance(site.block, cst.IndentedBlock):  # ``if x: f()``
                 where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {scan.line(site.owner)}"

@@ -30,13 +30,15 @@ SIMPLE = (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign)
 
 class NotFound(Exception):
     """The point does not resolve; ``line`` is a 1-based line of the target file when known; ``hint`` what to
-    write instead (:mod:`.nearest`), when the function has nothing the point names."""
+    write instead.  ``nothing_named``: the function has no call or loop the point names (the codemod then
+    offers the nearest that it has, :mod:`.nearest`)."""
 
-    def __init__(self, reason: str, line: Optional[int] = None, hint: str = ""):
+    def __init__(self, reason: str, line: Optional[int] = None, hint: str = "", nothing_named: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.line = line
         self.hint = hint
+        self.nothing_named = nothing_named
 
 
 class Site(NamedTuple):
@@ -267,9 +269,7 @@ from patchkit.recipe.kinds import KINDS, Example, Kind, describe  # noqa: E402,F
 def expect(point: Point, found: List, noun: str, rest: str, scan: Scan) -> List:
     """Enforce the point's count, with a reason that names the lines found."""
     if not found:
-        from patchkit.engine.points.nearest import hint
-
-        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.line(scan.func), hint(scan, point))
+        raise NotFound(f"no {noun} {rest} in {scan.qualname}", scan.line(scan.func), nothing_named=True)
     if point.count is not None and len(found) != point.count:
         nodes = [getattr(f, "node", f) for f in found]
         raise NotFound(f"found {len(found)} {noun}s {rest} in {scan.qualname}, {scan.at_lines(nodes)}; "

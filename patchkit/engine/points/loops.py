@@ -7,7 +7,7 @@ may list several selectors; the first that finds the expected number wins.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -15,6 +15,8 @@ from patchkit.core.model import LoopSelector, Point
 from patchkit.engine.points import Loop, NotFound, Scan, Site, dotted, expect
 from patchkit.engine.points.registry import finds
 from patchkit.engine.points.method import last_statement
+
+Spec = Dict[str, Any]  # a point's mapping as a recipe writes it (``loop: {iter: batches}``)
 
 
 def iterables(loop: cst.CSTNode) -> List[str]:
@@ -109,3 +111,29 @@ def loop_end(scan: Scan, point: Point) -> List[Site]:
                            "the end of its body is never reached", scan.line(last))
         sites.append(Site(lp.node.body, len(lp.node.body.body), lp.node))
     return sites
+
+
+def loop_selector(scan: Scan, loop: Loop) -> Tuple[Spec, int]:
+    """A ``loop:`` mapping that selects this loop, and how many loops it selects (1 when it picks it alone)."""
+    options: List[Spec] = [{"iter": name} for name in iterables(loop.node)]
+    options += [{"target": name} for name in loop_targets(loop.node)]
+    options += [{"iter": i["iter"], "target": t["target"]} for i in options if "iter" in i
+                for t in options if "target" in t]
+    if isinstance(loop.node, cst.While):
+        callees = Callees()
+        loop.node.test.visit(callees)
+        options += [{"while": name} for name in callees.names if name]
+    options += [{"calls": name} for name, _call, around in scan.calls if around and around[-1] is loop.node]
+    best: Optional[Tuple[Spec, int]] = None
+    for option in options:
+        found = selected(scan, option)
+        if any(f.node is loop.node for f in found):
+            if len(found) == 1:
+                return option, 1
+            best = best or (option, len(found))
+    return best or ({}, 0)
+
+
+def selected(scan: Scan, option: Spec) -> List[Loop]:
+    """The loops a ``loop:`` mapping selects."""
+    return select(scan, LoopSelector(**{("while_" if k == "while" else k): v for k, v in option.items()}))

@@ -60,8 +60,7 @@ def _call_hint(scan: Scan, call: str) -> str:
 
 
 def _loop_hint(scan: Scan, selector: LoopSelector) -> str:
-    from patchkit.engine.points.loops import Callees, iterables, loop_targets
-    from patchkit.engine.points.outline import loop_selector
+    from patchkit.engine.points.loops import Callees, iterables, loop_selector, loop_targets
 
     if not scan.loops:
         return f"{scan.qualname} has no loop; `patchkit points` lists the places it has"

@@ -18,15 +18,15 @@ when a recipe's point does not resolve.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
 from patchkit.engine.points import Loop, Positions, Scan
 from patchkit.engine.points.lookup import find_function
+from patchkit.engine.points.loops import Spec, loop_selector, selected
 from patchkit.engine.points.method import last_statement
 
-Spec = Dict[str, Any]
 
 
 class Entry(NamedTuple):
@@ -144,39 +144,6 @@ def _call_points(call: str, count: int) -> Tuple[Spec, ...]:
             {"at": "around_call", "call": call, "action": "range", "name": label, **more})
 
 
-def loop_selector(scan: Scan, loop: Loop) -> Tuple[Spec, int]:
-    """A ``loop:`` mapping that selects this loop, and how many loops it selects (1 when it picks it alone)."""
-    from patchkit.engine.points.loops import iterables, loop_targets
-
-    options: List[Spec] = [{"iter": name} for name in iterables(loop.node)]
-    options += [{"target": name} for name in loop_targets(loop.node)]
-    options += [{"iter": i["iter"], "target": t["target"]} for i in options if "iter" in i
-                for t in options if "target" in t]
-    if isinstance(loop.node, cst.While):
-        from patchkit.engine.points.loops import Callees
-
-        callees = Callees()
-        loop.node.test.visit(callees)
-        options += [{"while": name} for name in callees.names if name]
-    options += [{"calls": name} for name, _call, around in scan.calls if around and around[-1] is loop.node]
-    best: Optional[Tuple[Spec, int]] = None
-    for option in options:
-        found = _selected(scan, option)
-        if any(f.node is loop.node for f in found):
-            if len(found) == 1:
-                return option, 1
-            best = best or (option, len(found))
-    return best or ({}, 0)
-
-
-def _selected(scan: Scan, option: Spec) -> List[Loop]:
-    """The loops a ``loop:`` mapping selects."""
-    from patchkit.core.model import LoopSelector
-    from patchkit.engine.points.loops import select
-
-    return select(scan, LoopSelector(**{("while_" if k == "while" else k): v for k, v in option.items()}))
-
-
 def _loop(scan: Scan, loop: Loop, code) -> List[Entry]:
     line = scan.line(loop.node)
     selector, n = loop_selector(scan, loop)
@@ -185,7 +152,7 @@ def _loop(scan: Scan, loop: Loop, code) -> List[Entry]:
                       "condition, and no call in it)", kind="loop")]
     more = {"count": n} if n > 1 else {}
     flat = [lp for lp in scan.loops if isinstance(lp.node.body, cst.SimpleStatementSuite)
-            and lp.node in {f.node for f in _selected(scan, selector)}]
+            and lp.node in {f.node for f in selected(scan, selector)}]
     inside = () if flat else ({"at": "loop_start", "loop": selector, **more},)
     out = [Entry(line, code(line), ({"at": "before_loop", "loop": selector, **more}, *inside), kind="loop")]
     body_end = scan.positions.end_line(loop.node.body.body[-1]) if loop.node.body.body else line
