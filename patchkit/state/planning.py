@@ -117,13 +117,18 @@ def _planned(settings: Settings, installed: Installed, skipped: str) -> Plan:
 
 def _chosen(settings: Settings, installed: Installed, seen: Dict[tuple, FilePlan]) -> Dict[str, List[Point]]:
     """The file picked among each group of candidates (the first where all its points resolve), with its points."""
+    chosen: Dict[str, List[Point]] = {}
+    for candidates, points in _groups(settings).items():
+        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
+    return chosen
+
+
+def _groups(settings: Settings) -> Dict[Tuple[str, ...], List[Point]]:
+    """The active points by the candidate files they name (their own ``files:``, else the target's)."""
     groups: Dict[Tuple[str, ...], List[Point]] = {}
     for point in settings.active_points():
         groups.setdefault(point.files or settings.recipe.target.files, []).append(point)
-    chosen: Dict[str, List[Point]] = {}
-    for candidates, points in groups.items():
-        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
-    return chosen
+    return groups
 
 
 def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[Path]]:
@@ -143,7 +148,7 @@ def candidate_files(settings: Settings, root: Optional[str] = None) -> Tuple[Ins
     installed = locate(recipe.target, root)
     check_version(installed, recipe.target, recipe.id, recipe.path)
     groups: List[List[Path]] = []
-    for candidates in dict.fromkeys(p.files or recipe.target.files for p in settings.active_points()):
+    for candidates in _groups(settings):
         there = [(installed.root / c).resolve() for c in candidates if (installed.root / c).is_file()]
         if not there:
             raise _none_there(settings, installed, candidates)
