@@ -41,15 +41,19 @@ if TYPE_CHECKING:  # points and new load their modules when they run (diff and a
     from patchkit.state.newrecipe import Written
 
 
-def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> str:
+def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False,
+         strict_versions: Optional[bool] = None) -> str:
     """The unified diff apply would write, with paths from the top of the checkout (or root) holding each file."""
-    return plan(settings, root, skip_version_check).diff()
+    return plan(settings, root, skip_version_check, strict_versions).diff()
 
 
 def plan_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None, root: Optional[str] = None,
-                skip_version_check: bool = False) -> Plan:
-    """``patchkit diff``: load the recipe (a built-in id or a file) with its overrides and plan it; writes nothing."""
-    return plan(load(recipe, overrides, backend), root, skip_version_check)
+                skip_version_check: bool = False, strict_versions: Optional[bool] = None) -> Plan:
+    """``patchkit diff``: load the recipe (a built-in id or a file) with its overrides and plan it; writes nothing.
+
+    A version past the recipe's proven range is planned when every point fits, and ``Plan.version_note`` says so;
+    ``strict_versions`` (None: ``$PATCHKIT_STRICT_VERSIONS``) refuses it instead."""
+    return plan(load(recipe, overrides, backend), root, skip_version_check, strict_versions)
 
 
 class ApplyReport(NamedTuple):
@@ -60,6 +64,15 @@ class ApplyReport(NamedTuple):
     installed: Installed
     version_skipped: str  # with skip_version_check: the refusal that was let through ("" when the version fits)
     warnings: List[str]  # the runtime cannot be imported where the package is; the package is patchkit's own
+    version_note: str = ""  # a version past the proven range, or none: what to say once ("" when proven)
+
+    def to_json(self) -> dict:
+        """``patchkit apply --json``: the recipe, the package's version, each file's outcome, and the notes."""
+        return {"recipe": self.settings.id, "distribution": self.settings.recipe.target.distribution,
+                "version": self.installed.shown, "version_from": self.installed.version_from,
+                "root": str(self.installed.root), "version_note": self.version_note,
+                "version_skipped": self.version_skipped, "warnings": list(self.warnings),
+                "files": [{"path": str(o.path), "outcome": o.state.value, "detail": o.detail} for o in self.outcomes]}
 
     @property
     def written(self) -> bool:
@@ -73,7 +86,8 @@ class ApplyReport(NamedTuple):
 
 def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
                  root: Optional[str] = None, *, ledger=None, allow_dirty: bool = False, commit: bool = False,
-                 skip_version_check: bool = False, review: Optional[Callable[[Plan], bool]] = None) -> ApplyReport:
+                 skip_version_check: bool = False, strict_versions: Optional[bool] = None,
+                 review: Optional[Callable[[Plan], bool]] = None) -> ApplyReport:
     """``patchkit apply``: load the recipe, patch every file of it or none, and say what to know about the result.
 
     ``review`` is shown the plan (its changing files) after every check and before anything is written; if it
@@ -91,7 +105,7 @@ def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[s
 
     try:
         outcomes = apply(settings, root, ledger, allow_dirty=allow_dirty, commit=commit,
-                         skip_version_check=skip_version_check, planned=plans.append,
+                         skip_version_check=skip_version_check, strict_versions=strict_versions, planned=plans.append,
                          review=reviewing if review is not None else None)
     except PatchkitError as exc:  # a check after the plan refused: the error says what the skipped check let through
         if plans and plans[-1].version_skipped and not reviewed:
@@ -107,7 +121,7 @@ def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[s
         warnings.append(f"{settings.recipe.target.package} ({own}) is patchkit's own code or one of its dependencies: "
                         f"every patchkit command now runs the patched lines and profiles patchkit itself; "
                         f"`patchkit revert {settings.id}` when done")
-    return ApplyReport(settings, outcomes, p.installed, p.version_skipped, warnings)
+    return ApplyReport(settings, outcomes, p.installed, p.version_skipped, warnings, p.version_note)
 
 
 def outline(target: str, root: Optional[str] = None) -> Tuple["FunctionRef", object]:

@@ -130,7 +130,7 @@ def test_verl_main_that_no_built_in_recipe_covers_says_so_and_how_to_adapt_one(t
     before = snapshot(repo.top)
     result = run("diff", "verl-fsdp-update", "--root", repo.top, code=1)
     assert "verl 0.3.1.dev is installed (verl/version/version in" in result.stderr
-    assert "verl-fsdp-update supports verl >=0.4,<0.8" in result.stderr
+    assert "verl-fsdp-update is proven on verl >=0.4,<=0.7.1, newest 0.7.1" in result.stderr
     assert "verl-engine-update" not in result.stderr
     assert "no built-in recipe covers verl 0.3.1.dev" in result.stderr
     assert "verl-fsdp-update.yaml" in result.stderr and "target.versions" in result.stderr
@@ -160,14 +160,25 @@ def test_verl_main_of_late_2025_is_0_7_0_dev_and_verl_engine_update_takes_it(tmp
     run("diff", "verl-fsdp-update", "--root", repo.top)  # the legacy actor is still there in 0.7
 
 
-def test_verl_main_of_2026_is_0_8_0_dev_and_the_actor_recipes_point_to_verl_engine_update(tmp_path):
-    repo = verl_repo_late(tmp_path / "verl", "verl-0.9")
+def test_verl_main_of_2026_is_0_8_0_dev_and_the_actor_recipes_decide_by_the_files_there(tmp_path):
+    """Main between 0.7 and 0.8 still trains through dp_actor.py: the legacy recipes patch it, with a note; once the
+    file is gone they name verl-engine-update, which takes that checkout and names no recipe back."""
+    repo = verl_repo_late(tmp_path / "verl", "verl-0.6")
     repo.commit(1, version="0.7.0.dev").tag("v0.7.0")
     repo.commit(20, version="0.8.0.dev")
+    result = run("diff", "verl-fsdp-update", "--root", repo.top)
+    assert "+++ b/verl/workers/actor/dp_actor.py" in result.stdout
+    assert ("note: verl 0.8.0.dev is newer than the releases verl-fsdp-update is proven on (>=0.4,<=0.7.1, newest "
+            "0.7.1): its places were found by their structure; review them with `patchkit diff`") in result.stderr
+    shutil.rmtree(repo.top / "verl" / "workers" / "actor")
+    repo.commit()
+    before = snapshot(repo.top)
     result = run("diff", "verl-fsdp-update", "--root", repo.top, code=1)
-    assert "verl 0.8.0.dev is installed" in result.stderr and "supports verl >=0.4,<0.8" in result.stderr
-    assert "use verl-engine-update (verl >=0.6.1,<0.10) for this version" in result.stderr
-    run("diff", "verl-engine-update", "--root", repo.top)
+    assert "none of the recipe's files is in" in result.stderr and "(verl 0.8.0.dev)" in result.stderr
+    assert "use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version" in result.stderr
+    engine = run("diff", "verl-engine-update", "--root", repo.top)
+    assert "+++ b/verl/workers/engine/base.py" in engine.stdout and "verl-fsdp-update" not in engine.stderr
+    assert snapshot(repo.top) == before
 
 
 # ---------------------------------------------------------------- vLLM-Ascend main, August 2026
@@ -204,39 +215,42 @@ def ascend_repo(top: Path, forks=FORKS) -> Repo:
     return repo
 
 
-def test_vllm_ascend_main_of_august_2026_is_only_known_to_be_0_25_1rc1_or_later_and_is_refused(tmp_path):
+def test_vllm_ascend_main_of_august_2026_is_only_known_to_be_0_25_1rc1_or_later_and_is_patched_with_a_note(tmp_path):
     repo = ascend_repo(tmp_path / "vllm-ascend")
     assert repo.describe().startswith("v0.19.1rc1-40-")  # what was taken for its version before, and accepted
     assert repo.git("status", "--porcelain") == ""
     before = snapshot(repo.top)
-    result = run("diff", "vllm-ascend-decode", "--root", repo.top, code=1)
+    result = run("diff", "vllm-ascend-decode", "--root", repo.top)
     err = result.stderr
-    assert "vllm-ascend 0.25.1rc1 or later is installed" in err
+    assert "+++ b/vllm_ascend/worker/worker.py" in result.stdout
+    assert ("note: vllm-ascend 0.25.1rc1 or later may be past the releases vllm-ascend-decode is proven on "
+            "(>=0.9.1,<=0.30.0rc2, newest 0.30.0rc2)") in err
     assert "git tag v0.19.1rc1, 40 commits past it" in err and "v0.25.1rc1 (and 4 other tags) came later" in err
     assert "setuptools-scm would say 0.19.1rc2.dev40" in err
-    assert "supports vllm-ascend >=0.9.1,<0.24" in err
-    assert "no built-in recipe covers vllm-ascend 0.25.1rc1 or later" in err and "--skip-version-check" in err
-    assert 'a range without an upper bound (">=0.25.1rc1")' in err  # an adapted range that ends would refuse it too
     assert "no release tag" not in err
+    strict = run("diff", "vllm-ascend-decode", "--root", repo.top, "--strict-versions", code=1).stderr
+    assert "vllm-ascend 0.25.1rc1 or later is installed" in strict and "only releases it is proven on" in strict
+    assert "--skip-version-check" in strict and "+++" not in strict
     assert snapshot(repo.top) == before
 
 
-def test_the_way_past_the_version_check_on_vllm_ascend_main_still_needs_the_points(tmp_path):
+def test_a_checkout_past_the_proven_range_still_needs_the_points(tmp_path):
     repo = ascend_repo(tmp_path / "vllm-ascend")
     before = snapshot(repo.top)
-    result = run("diff", "vllm-ascend-decode", "--root", repo.top, "--skip-version-check")
-    assert "+++ b/vllm_ascend/worker/worker.py" in result.stdout
+    result = run("diff", "vllm-ascend-decode", "--root", repo.top, "--strict-versions", "--skip-version-check")
     assert "warning: version check skipped (--skip-version-check): vllm-ascend 0.25.1rc1 or later is installed" in result.stderr
-    result = run("apply", "vllm-ascend-decode", "--root", repo.top, "--skip-version-check")
-    assert "warning: version check skipped" in result.stderr and "patched:" in result.stderr
+    result = run("apply", "vllm-ascend-decode", "--root", repo.top)
+    assert "note: vllm-ascend 0.25.1rc1 or later may be past" in result.stderr and "patched:" in result.stderr
+    assert "version check skipped" not in result.stderr
     status = run("status").stdout
     assert "(vllm-ascend 0.25.1rc1 or later)" in status
     run("revert", "vllm-ascend-decode")
     assert snapshot(repo.top) == before
     worker = repo.top / "vllm_ascend" / "worker" / "worker.py"
     worker.write_text(worker.read_text().replace("self.model_runner.execute_model(", "self.model_runner.run_model("))
-    result = run("diff", "vllm-ascend-decode", "--root", repo.top, "--skip-version-check", code=1)
+    result = run("diff", "vllm-ascend-decode", "--root", repo.top, code=1)
     assert "self.model_runner.execute_model" in result.stderr and str(worker) in result.stderr
+    assert "(vllm-ascend 0.25.1rc1 or later; vllm-ascend-decode is proven on >=0.9.1,<=0.30.0rc2)" in result.stderr
 
 
 def test_vllm_ascend_release_branch_and_early_main_count_as_the_tags_line(tmp_path):
@@ -256,17 +270,16 @@ def test_vllm_ascend_release_branch_and_early_main_count_as_the_tags_line(tmp_pa
                                                                               repo.top).stderr
 
 
-def test_a_lower_bound_inside_the_range_is_refused_under_an_upper_bound_and_taken_without_one(tmp_path):
+def test_a_lower_bound_inside_the_range_gets_a_note_under_an_upper_bound_and_none_without_one(tmp_path):
     repo = ascend_repo(tmp_path / "vllm-ascend", forks=FORKS[:1])
-    result = run("diff", "vllm-ascend-decode", "--root", repo.top, code=1)
-    assert "vllm-ascend 0.20.2rc1 or later is installed" in result.stderr
-    assert "cannot be confirmed under that upper bound" in result.stderr
+    result = run("diff", "vllm-ascend-decode", "--root", repo.top)
+    assert "note: vllm-ascend 0.20.2rc1 or later may be past the releases" in result.stderr
     copy = tmp_path / "mine" / "vllm-ascend-decode.yaml"
     copy.parent.mkdir()
     text = (RECIPES / "vllm-ascend-decode.yaml").read_text()
-    copy.write_text(text.replace('versions: ">=0.9.1,<0.24"', 'versions: ">=0.9.1"'))
-    result = run("diff", str(copy), "--root", repo.top)
-    assert "(vllm-ascend 0.20.2rc1 or later, from git tag v0.19.1rc1" in result.stderr
+    copy.write_text(text.replace('versions: ">=0.9.1,<=0.30.0rc2"', 'versions: ">=0.9.1"'))
+    result = run("diff", str(copy), "--root", repo.top, "--strict-versions")
+    assert "(vllm-ascend 0.20.2rc1 or later, from git tag v0.19.1rc1" in result.stderr and "note:" not in result.stderr
 
 
 # ---------------------------------------------------------------- what the refusal says about git
@@ -276,7 +289,7 @@ def test_a_refusal_never_says_a_tag_it_names_has_no_release_tag(tmp_path):
     shutil.copytree(FIXTURES / "verl-0.9" / "verl", repo.top / "verl")
     (repo.top / "verl" / "__init__.py").write_text('"""verl"""\n')
     repo.commit().tag("v0.8.0").commit(2)
-    result = run("diff", "verl-fsdp-update", "--root", repo.top, code=1)
+    result = run("diff", "verl-fsdp-update", "--root", repo.top, "--strict-versions", code=1)
     assert f"verl 0.8.0 is installed (git tag v0.8.0, 2 commits past it, in {repo.top})" in result.stderr
     assert "no release tag" not in result.stderr and "has no tag" not in result.stderr
     assert "use verl-engine-update" in result.stderr and "check out a release the recipe supports" in result.stderr
@@ -284,8 +297,8 @@ def test_a_refusal_never_says_a_tag_it_names_has_no_release_tag(tmp_path):
     shutil.copytree(FIXTURES / "verl-0.9" / "verl", untagged.top / "verl")
     (untagged.top / "verl" / "__init__.py").write_text('"""verl"""\n')
     untagged.commit().branch("work")
-    result = run("diff", "verl-fsdp-update", "--root", untagged.top, code=1)
-    assert "verl work is installed (git branch work in" in result.stderr
+    result = run("diff", "verl-fsdp-update", "--root", untagged.top, "--strict-versions", code=1)
+    assert f"verl in {untagged.top} is a checkout of git branch work with no release tag: no version" in result.stderr
     assert "git branch work has no tag in its history" in result.stderr
     assert "no built-in recipe covers verl work" in result.stderr
     assert "add the branch to target.tags there (tags: [work])" in result.stderr  # a branch is no version range

@@ -32,7 +32,7 @@ def test_list_shows_the_five_seed_recipes():
     data = json.loads(run("list", "--json").output)
     update = next(r for r in data if r["id"] == "verl-fsdp-update")
     assert update["options"]["granularity"] == {"choices": ["mini", "micro"], "default": "mini"}
-    assert update["package"] == "verl" and update["versions"] == ">=0.4,<0.8"
+    assert update["package"] == "verl" and update["versions"] == ">=0.4,<=0.7.1"
 
 
 def test_show_prints_settings_inserted_lines_and_notes():
@@ -110,10 +110,13 @@ def test_reapply_with_new_settings_updates_in_place(tree):
 def test_version_outside_the_range_names_version_range_and_the_recipe_to_use(tree):
     root = tree("verl-0.9")
     before = snapshot(root)
-    result = run("apply", "verl-fsdp-update", "--root", str(root), ok=False)
+    result = run("apply", "verl-fsdp-update", "--root", str(root), "--strict-versions", ok=False)
     assert result.exit_code == 1
-    assert "verl 0.9.1 is installed" in result.stderr and ">=0.4,<0.8" in result.stderr
+    assert "verl 0.9.1 is installed" in result.stderr and ">=0.4,<=0.7.1" in result.stderr
     assert "verl-engine-update" in result.stderr
+    result = run("apply", "verl-fsdp-update", "--root", str(root), ok=False)  # past the range: the files decide
+    assert result.exit_code == 1 and "none of the recipe's files" in result.stderr
+    assert "use verl-engine-update" in result.stderr
     assert "Traceback" not in result.output
     assert snapshot(root) == before
 
@@ -260,7 +263,7 @@ def _real_copy(tmp_path, dist, version):
 
 
 def test_a_failing_command_prints_its_error_first_and_no_notes(tmp_path):
-    """verl 0.9.1 is outside verl-fsdp-update's range: the error comes first, the recipe's notes not at all."""
+    """verl 0.9.1 has no dp_actor.py: the error comes first, the recipe's notes and the version's note not at all."""
     root = _real_copy(tmp_path, "verl", "0.9.1")
     before = snapshot(root)
     for args in (["apply", "verl-fsdp-update", "--root", str(root)],
@@ -304,7 +307,8 @@ def test_show_names_the_candidates_each_release_has_and_reads_none(monkeypatch):
 
 def test_show_says_why_no_file_is_shown(tmp_path):
     refused = run("show", "verl-fsdp-update", "--root", str(realwheels.release_root("verl", "0.9.1"))).output
-    assert "patches:  no file shown: verl 0.9.1 is installed" in refused and "hint: use verl-engine-update" in refused
+    assert "patches:  no file shown: none of the recipe's files is in" in refused and "(verl 0.9.1)" in refused
+    assert "hint: use verl-engine-update" in refused
     assert "schedule.wait: 0" in refused  # the rest of show is still there
     missing = run("show", "verl-fsdp-update", "--root", str(tmp_path)).output
     assert f"patches:  no file shown: no package verl under {tmp_path.resolve()}" in missing

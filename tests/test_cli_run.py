@@ -97,8 +97,13 @@ def test_a_recipe_that_does_not_fit_stops_the_command_before_it_starts(tmp_path,
     meta = site / "verl-0.6.1.dist-info" / "METADATA"
     meta.chmod(0o644)
     meta.write_text(meta.read_text().replace("Version: 0.6.1", "Version: 0.9.0"))
+    done = run(tmp_path, site, ["backend=torch"], command)  # past the range, every point fits: it runs, and says so
+    assert done.returncode == 0 and marker.exists()
+    assert "note: verl 0.9.0 is newer than the releases verl-fsdp-update is proven on" in done.stderr
+    marker.unlink()
+    meta.write_text(meta.read_text().replace("Version: 0.9.0", "Version: 0.3.0"))
     done = run(tmp_path, site, ["backend=torch"], command)
-    assert done.returncode == 1 and "0.9.0" in done.stderr and "hint:" in done.stderr
+    assert done.returncode == 1 and "0.3.0" in done.stderr and "hint:" in done.stderr
     assert not marker.exists()
 
 

@@ -216,7 +216,7 @@ def test_skip_version_check_reaches_every_node(nodes, tmp_path):
 
     mine = tmp_path / "mine" / f"{RECIPE}.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.4,<0.8"', 'versions: ">=0.7,<0.8"'))
+    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.4,<=0.7.1"', 'versions: ">=0.7,<0.8"'))
     before = {n.name: snapshot(n.root) for n in (a, b)}
     refused = run("diff", str(mine), "--ray", address, code=1)
     assert all("verl 0.6.1 is installed" in node_lines(refused.stderr, n)[0] for n in (a, b))

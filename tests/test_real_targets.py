@@ -14,25 +14,25 @@ import ast
 import shutil
 
 import pytest
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from patchkit import api
-from patchkit.core.errors import TargetError
+from patchkit.core.errors import AnchorError, TargetError
+from patchkit.recipe.versions import beyond, covers
 from patchkit.state.ledger import Ledger
 
 import realwheels
 from conftest import snapshot
 
-PAIRS = []
-OUTSIDE = []
+PAIRS = []  # the releases each recipe is proven on: the tests apply it there
+OUTSIDE = []  # older than its range: refused
+BEYOND = []  # newer than its range: patched where every point fits, else refused naming the recipe for it
 for _s in api.all_recipes():
     _t = _s.recipe.target
     for _rel in realwheels.releases():
         if _rel.dist.replace("_", "-") != _t.distribution:
             continue
-        inside = SpecifierSet(_t.versions).contains(Version(_rel.version), prereleases=True)
-        (PAIRS if inside else OUTSIDE).append((_s.id, _rel.dist, _rel.version))
+        where = PAIRS if covers(_t.versions, _rel.version) else BEYOND if beyond(_t.versions, _rel.version) else OUTSIDE
+        where.append((_s.id, _rel.dist, _rel.version))
 
 # what each recipe's step line must follow or end, checked on the patched file's syntax tree
 OPTIONS = {"verl-fsdp-update": ["granularity=mini", "granularity=micro"], "verl-fsdp-logprob": ["role=all", "role=ref"],
@@ -168,7 +168,7 @@ def test_recipe_applies_in_place_and_reverts_exactly(tmp_path, recipe_id, dist, 
 
 
 @pytest.mark.parametrize("recipe_id,dist,version", OUTSIDE, ids=[f"{r}@{v}" for r, d, v in OUTSIDE])
-def test_recipe_refuses_releases_outside_its_range(tmp_path, recipe_id, dist, version):
+def test_recipe_refuses_releases_older_than_its_range(tmp_path, recipe_id, dist, version):
     root = _root(tmp_path, dist, version)
     settings = api.load(recipe_id)
     with pytest.raises(TargetError) as info:
@@ -178,7 +178,7 @@ def test_recipe_refuses_releases_outside_its_range(tmp_path, recipe_id, dist, ve
     assert settings.recipe.target.versions in message
     # the hint offers exactly the built-in recipes for this distribution whose range takes the version
     taking = {s.id for s in api.all_recipes() if s.id != recipe_id and s.recipe.target.distribution ==
-              settings.recipe.target.distribution and SpecifierSet(s.recipe.target.versions).contains(version)}
+              settings.recipe.target.distribution and covers(s.recipe.target.versions, version)}
     offered = {s.id for s in api.all_recipes() if f"{s.id} ({settings.recipe.target.distribution} " in info.value.hint}
     assert offered == taking, (offered, taking)
     instead = settings.recipe.target.instead
@@ -187,6 +187,37 @@ def test_recipe_refuses_releases_outside_its_range(tmp_path, recipe_id, dist, ve
     if not taking:
         assert f"no built-in recipe covers {settings.recipe.target.distribution} {version}" in info.value.hint
     assert "--skip-version-check" in info.value.hint and "no release tag" not in message
+
+
+@pytest.mark.parametrize("recipe_id,dist,version", BEYOND, ids=[f"{r}@{v}" for r, d, v in BEYOND])
+def test_a_release_past_the_range_is_patched_by_its_structure_or_refused_naming_the_recipe_for_it(tmp_path, recipe_id,
+                                                                                                  dist, version):
+    """What the recipe's own range does not prove: the same lines as with the check skipped and a note, or the
+    release's layout refused naming a recipe that is proven there and names none back."""
+    root = _root(tmp_path, dist, version)
+    settings = api.load(recipe_id)
+    try:
+        plan = api.plan(settings, str(root))
+    except AnchorError as exc:  # a point does not fit: refused where it is, saying the version is past the range
+        assert exc.where.path.startswith(str(root.resolve()))
+        assert f"({dist} {version}; {recipe_id} is proven on {settings.recipe.target.versions})" in exc.message
+        return
+    except TargetError as exc:
+        target = settings.recipe.target
+        if target.excluded and covers(target.excluded, version):
+            assert exc.message.startswith(f"{recipe_id} excludes {dist} {target.excluded}")
+            assert target.excluded_reason in exc.message
+            return
+        assert "none of the recipe's files is in" in exc.message and f"({dist} {version})" in exc.message
+        if not target.instead:  # no built-in recipe covers what replaced it (verl's reward loop)
+            return
+        assert exc.hint.startswith(f"use {target.instead} (")
+        other = api.plan(api.load(target.instead), str(root))  # proven there: no note, no hint back
+        assert other.version_note == "" and other.files and not api.load(target.instead).recipe.target.instead
+        return
+    skipped = api.plan(settings, str(root), skip_version_check=True, strict_versions=True)
+    assert plan.diff() == skipped.diff() and plan.diff()
+    assert plan.version_note.startswith(f"{dist} {version} is newer than the releases {recipe_id} is proven on")
 
 
 def _narrowed(tmp_path, recipe_id, versions, files=None):
@@ -214,12 +245,12 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
         api.plan(api.load(str(mine)), str(root))
     hint = info.value.hint
     assert "verl-engine-update" not in hint
-    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.4,<0.8), verl-fsdp-logprob (verl "
-            ">=0.4,<0.8), verl-megatron-logprob (verl >=0.4,<0.8), verl-megatron-update") in hint
+    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.4,<=0.7.1), verl-fsdp-logprob (verl "
+            ">=0.4,<=0.7.1), verl-megatron-logprob (verl >=0.4,<=0.7.1), verl-megatron-update") in hint
     root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
     with pytest.raises(TargetError) as info:
         api.plan(api.load(str(mine)), str(root))
-    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6.1,<0.10) for this version")
+    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version")
 
 
 def test_skip_version_check_patches_a_real_release_outside_the_range_whose_points_match(tmp_path):
@@ -228,7 +259,7 @@ def test_skip_version_check_patches_a_real_release_outside_the_range_whose_point
     from patchkit.cli.commands import main
 
     root = _root(tmp_path, "vllm-ascend", "0.23.0")
-    mine = _narrowed(tmp_path, "vllm-ascend-decode", ">=0.9.1,<0.23")
+    mine = _narrowed(tmp_path, "vllm-ascend-decode", ">=0.23.1")
     before = snapshot(root)
     refused = CliRunner().invoke(main, ["diff", str(mine), "--root", str(root)])
     assert refused.exit_code == 1 and "vllm-ascend 0.23.0 is installed" in refused.stderr
@@ -236,7 +267,8 @@ def test_skip_version_check_patches_a_real_release_outside_the_range_whose_point
     assert shown.exit_code == 0, shown.output
     assert "+++ b/vllm_ascend/worker/worker.py" in shown.stdout
     assert ("warning: version check skipped (--skip-version-check): vllm-ascend 0.23.0 is installed "
-            f"(vllm-ascend metadata in {root.resolve()}); vllm-ascend-decode supports vllm-ascend >=0.9.1,<0.23") in shown.stderr
+            f"(vllm-ascend metadata in {root.resolve()}); vllm-ascend-decode is proven on vllm-ascend >=0.23.1") \
+        in shown.stderr
     applied = CliRunner().invoke(main, ["apply", str(mine), "--root", str(root), "--skip-version-check"])
     assert applied.exit_code == 0, applied.output
     assert "warning: version check skipped" in applied.stderr and "1 file(s) patched" in applied.stderr
@@ -260,7 +292,8 @@ def test_skip_version_check_still_refuses_real_releases_whose_points_do_not_matc
     root = _root(tmp_path, "vllm-ascend", "0.9.1")  # worker.py is the V0 worker there: no NPUWorker.execute_model
     mine = _narrowed(tmp_path, "vllm-ascend-decode", "<0.9", files=["vllm_ascend/worker/worker.py"])
     before = snapshot(root)
-    result = CliRunner().invoke(main, ["apply", str(mine), "--root", str(root), "--skip-version-check"])
+    result = CliRunner().invoke(main, ["apply", str(mine), "--root", str(root), "--skip-version-check",
+                                       "--strict-versions"])
     assert result.exit_code == 1, result.output
     assert f"error: {root.resolve() / 'vllm_ascend/worker/worker.py'}" in result.stderr
     assert "execute_model" in result.stderr and "warning: version check skipped" in result.stderr
@@ -268,8 +301,8 @@ def test_skip_version_check_still_refuses_real_releases_whose_points_do_not_matc
 
 
 def test_vllm_ascend_main_shaped_checkout_with_the_real_worker(tmp_path):
-    """The real 0.23.0 worker.py on a history shaped like vLLM-Ascend's main of August 2026: refused as 0.25.1rc1
-    or later (not accepted as 0.19.1rc1), and patched exactly with --skip-version-check."""
+    """The real 0.23.0 worker.py on a history shaped like vLLM-Ascend's main of August 2026: read as 0.25.1rc1 or
+    later (not as 0.19.1rc1), patched with a note that it may be past the proven range; refused when strict."""
     from click.testing import CliRunner
 
     from patchkit.cli.commands import main
@@ -280,11 +313,12 @@ def test_vllm_ascend_main_shaped_checkout_with_the_real_worker(tmp_path):
     shutil.copyfile(real, repo.top / "vllm_ascend/worker/worker.py")
     repo.commit(1)
     before = snapshot(repo.top)
-    refused = CliRunner().invoke(main, ["apply", "vllm-ascend-decode", "--root", str(repo.top)])
+    refused = CliRunner().invoke(main, ["apply", "vllm-ascend-decode", "--root", str(repo.top), "--strict-versions"])
     assert refused.exit_code == 1 and "vllm-ascend 0.25.1rc1 or later is installed" in refused.stderr
-    applied = CliRunner().invoke(main, ["apply", "vllm-ascend-decode", "--root", str(repo.top), "--skip-version-check"])
+    applied = CliRunner().invoke(main, ["apply", "vllm-ascend-decode", "--root", str(repo.top)])
     assert applied.exit_code == 0, applied.output
-    assert "tracked in the git work tree" in applied.stderr and "warning: version check skipped" in applied.stderr
+    assert "tracked in the git work tree" in applied.stderr and "note: vllm-ascend 0.25.1rc1 or later may be past" \
+        in applied.stderr
     assert CliRunner().invoke(main, ["revert", "--all"]).exit_code == 0
     assert snapshot(repo.top) == before and repo.git("status", "--porcelain") == ""
 

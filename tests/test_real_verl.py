@@ -37,7 +37,7 @@ import pytest
 import realverl
 import verlenv
 
-# the oldest and the newest release of verl-fsdp-update's range (>=0.4,<0.8)
+# the oldest and the newest release of verl-fsdp-update's range (>=0.4,<=0.7.1)
 DP = ["0.4.1", "0.7.1"]
 NEWEST_DP = DP[-1]
 ENGINE = ["0.8.0", "0.9.1"]  # the engine is the only training path from 0.8 on

@@ -25,7 +25,7 @@ def test_the_recipe_names_package_files_version_and_the_points_and_its_example_p
                   "tinytrain.loop:evaluate at: loop_end loop: batches")
     text = written.path.read_text()
     assert text.startswith("# Written by `patchkit new` from tiny-train 1.2.0.\n")
-    assert "  versions: '>=1.2.0'  # the version installed where this was written (tiny-train 1.2.0) and later" in text
+    assert "  versions: ==1.2.0  # proven on the version installed where this was written (tiny-train 1.2.0)" in text
     settings = load_recipe(written.path)
     r = settings.recipe
     assert (r.target.package, r.target.distribution, r.target.files) == ("tinytrain", "tiny-train", ("tinytrain/loop.py",))
@@ -34,7 +34,7 @@ def test_the_recipe_names_package_files_version_and_the_points_and_its_example_p
     assert r.backend == "npu" and r.schedule.active == 1 and r.profiler.save_path == "./outputs/patchkit/mine"
     assert [e.name for e in r.examples] == ["Trainer.fit as in tiny-train 1.2.0", "evaluate as in tiny-train 1.2.0"]
     assert all(o.ok for o in run_examples(settings))
-    assert written.versions == ">=1.2.0" and written.described[1] == "evaluate: at: loop_end loop: {iter: batches}"
+    assert written.versions == "==1.2.0" and written.described[1] == "evaluate: at: loop_end loop: {iter: batches}"
 
 
 def test_from_a_built_in_recipe_takes_its_settings_and_notes(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 from patchkit import api
 from patchkit.core.errors import TargetError
 from patchkit.core.model import Target
-from patchkit.state.targets import check_version, locate
+from patchkit.state.targets import locate
+from patchkit.state.versioncheck import check_version
 
 DP = "verl/workers/actor/dp_actor.py"
 
@@ -36,16 +37,16 @@ def test_versions_outside_the_range_and_unknown_versions_are_refused(tree, tmp_p
     target = Target("verl", "verl", ">=0.7", ("x.py",), instead="other-recipe")
     with pytest.raises(TargetError) as info:
         check_version(locate(target, str(root)), target, "r")
-    assert "verl 0.6.1 is installed" in info.value.message and "r supports verl >=0.7" in info.value.message
+    assert "verl 0.6.1 is installed" in info.value.message and "r is proven on verl >=0.7" in info.value.message
     # "instead" names no built-in recipe, so it is not offered; the built-in ones that take 0.6.1 are
     assert "other-recipe" not in info.value.hint
-    assert "built-in recipes for verl 0.6.1: verl-engine-update (verl >=0.6.1,<0.10), " in info.value.hint
+    assert "built-in recipes for verl 0.6.1: verl-engine-update (verl >=0.6.1,<=0.9.1), " in info.value.hint
     assert "--skip-version-check" in info.value.hint
     bare = tmp_path / "bare"
     (bare / "verl").mkdir(parents=True)
     with pytest.raises(TargetError) as info:
-        check_version(locate(target, str(bare)), target, "r")
-    assert "cannot tell which version of verl" in info.value.message
+        check_version(locate(target, str(bare)), target, "r", strict=True)
+    assert "cannot tell which version of verl" in info.value.message and "only releases it is proven on" in info.value.message
 
 
 def test_prereleases_inside_the_range_are_accepted(tree):

@@ -125,3 +125,43 @@ def test_loading_a_recipe_checks_its_range_with_packaging(tmp_path):
     """The other side of the test above: the listing shows packaging once a recipe's range is read."""
     imported = _imported(tmp_path, "show", "vllm-ascend-decode")
     assert "patchkit.recipe.versions" in imported and "packaging.specifiers" in imported
+
+
+# -- beyond: newer than every release a range takes ---------------------------
+
+BEYOND = {
+    ">=0.4,<=0.7.1": {"0.7.2": True, "0.8.0.dev0": True, "0.8.0rc1": True, "0.7.1.post1": True, "0.7.1": False,
+                      "0.3.9": False, "0.5": False},
+    ">=0.9.1,<=0.30.0rc2": {"0.30.0rc3": True, "0.30.0": True, "0.30.0rc2": False, "0.30.0rc1": False},
+    ">=0.9.1,<=0.23.0.post1": {"0.23.0.post2": True, "0.24.0rc1": True, "0.23.0": False},
+    "<0.8": {"0.8.0.dev": True, "0.8": True, "0.7.9": False},
+    "==1.2.0": {"1.2.1": True, "1.1": False, "1.2.0rc1": False},
+    "==1.2.*": {"1.3.0": True, "1.1.9": False, "1!0.1": True},
+    "~=0.4.1": {"0.5.0": True, "0.4.0": False},
+    ">=0.4": {"9.0": False, "0.3": False},
+    "!=0.9.1": {"0.9.1": False},
+    "===0.9.1rc1": {"0.9.2": False},
+}
+
+
+@pytest.mark.parametrize("spec", list(BEYOND))
+def test_beyond_is_a_version_past_every_upper_bound_it_fails(spec):
+    from patchkit.recipe.versions import beyond
+
+    for candidate, expected in BEYOND[spec].items():
+        assert beyond(spec, candidate) is expected, (spec, candidate)
+    assert beyond(spec, "main") is False
+
+
+def test_newest_is_the_release_a_range_names_last():
+    from patchkit.recipe.versions import newest
+
+    assert [newest(s) for s in (">=0.4,<=0.7.1", ">=0.9.1,<=0.30.0rc2", "==1.2.0", "<0.8", ">=0.4", "==1.2.*")] == \
+        ["0.7.1", "0.30.0rc2", "1.2.0", "", "", ""]
+
+
+def test_a_post_release_bound_is_taken_only_as_the_newest_proven():
+    check(">=0.9.1,<=0.23.0.post1")
+    for bad in ("<0.23.0.post1", ">=0.23.0.post1", "<=0.24.0.dev0"):
+        with pytest.raises(ValueError, match="release or pre-release bounds"):
+            check(bad)

@@ -1,6 +1,6 @@
 """The command line: the click commands and what each says.  The only modules that print.
 
-:mod:`.commands` holds the commands and their options; each calls the layers below and hands the result to
+:mod:`.commands` holds the commands, :mod:`.options` the options several of them share; each calls the layers below and hands the result to
 :mod:`.patch`, :mod:`.recipes`, :mod:`.run`, :mod:`.capture`, :mod:`.cluster`, :mod:`.traces` or
 :mod:`.analysis` to be said; :mod:`.authoring` holds ``points`` and ``new`` (recipes of your own).
 Long work shows a bar on stderr when it is a terminal (:mod:`.progress`).

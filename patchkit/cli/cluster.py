@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -25,6 +26,8 @@ def _line(r: NodeResult) -> str:
     message = " ".join(r.message.replace("\n  hint:", "; hint:").split("\n"))
     if r.version_skipped:
         message += f"; version check skipped (--skip-version-check): {r.version_skipped}"
+    if r.version_note:
+        message += f"; note: {r.version_note}"
     return f"{r.node}  {r.recipe or '-'}  {r.state}" + (f": {message}" if message else "")
 
 
@@ -40,14 +43,16 @@ def _fail_if_any(results: List[NodeResult], what: str) -> None:
 
 
 def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
-          skip_version_check: bool = False) -> None:
+          versions=(False, None), as_json: bool = False) -> None:
     from patchkit import api
 
     s = api.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
     with bar() as progress:
-        results = cluster.apply(address, recipe, overrides, backend, root, skip_version_check, progress=progress)
+        results = cluster.apply(address, recipe, overrides, backend, root, *versions, progress=progress)
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in results], indent=2))
     for r in results:
-        click.echo(_line(r))
+        click.echo(_line(r), err=as_json)
     ok = all(r.ok for r in results)
     if ok:
         changed = sum(r.changed for r in results)
@@ -63,14 +68,14 @@ def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[st
 
 
 def diff(address: str, recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
-         output: Optional[str], stat: bool, skip_version_check: bool = False) -> None:
+         output: Optional[str], stat: bool, versions=(False, None)) -> None:
     from patchkit import api
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
     api.load(recipe, overrides, backend)
     with bar() as progress:
-        results = cluster.plan(address, recipe, overrides, backend, root, skip_version_check, progress=progress)
+        results = cluster.plan(address, recipe, overrides, backend, root, *versions, progress=progress)
     groups: Dict[str, List[NodeResult]] = {}
     for r in results:
         if r.ok and r.diff:

@@ -17,16 +17,12 @@ from typing import Optional, Sequence
 import click
 
 from patchkit import DISTRIBUTION, __version__
+from patchkit.cli.options import (backend_option, complete_applied, complete_recipes, overrides_argument,
+                                  root_option, version_options)
 from patchkit.core.errors import PatchkitError
 from patchkit.core.printable import printable
 
 _HERE = str(Path(__file__).resolve().parent)
-
-ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
-
-OVERRIDES_HELP = ("KEY=VALUE: dotted recipe settings, values read as YAML: schedule.wait=2 profiler.level=level1 "
-                  "profiler.contents=[npu,cpu] backend=torch, and the recipe's options: granularity=micro, role=ref. "
-                  "`patchkit show RECIPE` lists a recipe's keys and options.")
 
 
 class _Group(click.Group):
@@ -54,65 +50,6 @@ class _Group(click.Group):
         finally:
             if collecting:
                 gc.enable()
-
-
-def _complete_recipes(ctx, param, incomplete: str):
-    """Shell completion: built-in recipe ids, or file names once it looks like a path."""
-    from click.shell_completion import CompletionItem
-
-    if "/" in incomplete or incomplete.endswith((".yaml", ".yml")):
-        return [CompletionItem(incomplete, type="file")]
-    from patchkit.recipe.catalogue import builtin_ids
-
-    return [CompletionItem(rid) for rid in builtin_ids() if rid.startswith(incomplete)]
-
-
-def _complete_applied(ctx, param, incomplete: str):
-    """Shell completion for revert: the recipes the ledger says are applied."""
-    from click.shell_completion import CompletionItem
-
-    try:
-        from patchkit.state.ledger import Ledger
-
-        ids = sorted({rid for rec in Ledger().load().files.values() for rid in rec.recipes})
-    except Exception:  # completion must never fail loudly
-        ids = []
-    return [CompletionItem(rid) for rid in ids if rid.startswith(incomplete)]
-
-
-def overrides_argument(f):
-    """The KEY=VALUE arguments, and a paragraph of the command's --help that says what they are."""
-    import inspect
-
-    f.__doc__ = inspect.cleandoc(f.__doc__ or "") + "\n\n" + OVERRIDES_HELP
-    return click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")(f)
-
-
-def root_option(f):
-    return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
-
-
-def skip_version_option(f):
-    return click.option("--skip-version-check", "skip_version", is_flag=True,
-                        help="patch a version outside the recipe's range; its points must still match")(f)
-
-
-class BackendChoice(click.Choice):
-    """``--backend``: the names registered in patchkit.runtime.backends, read when used (no backend module is imported)."""
-
-    def __init__(self) -> None:  # no fixed list: a backend registered after this module is imported counts too
-        self.case_sensitive = True
-
-    @property
-    def choices(self):  # type: ignore[override]
-        from patchkit.runtime import backends
-
-        return backends.names()
-
-
-def backend_option(f):
-    return click.option("--backend", type=BackendChoice(), default=None,
-                        help="profiler backend (overrides the recipe's)")(f)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -144,39 +81,40 @@ def list_cmd(as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("recipe", shell_complete=_complete_recipes)
+@click.argument("recipe", shell_complete=complete_recipes)
 @overrides_argument
 @root_option
 @backend_option
-def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str]) -> None:
+@click.option("--strict-versions", "strict", is_flag=True, help="as diff and apply would with it")
+def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], strict: bool) -> None:
     """The resolved recipe, the file it would patch here, and the code it inserts."""
     from patchkit.cli import recipes as cli_recipes
 
-    cli_recipes.show(recipe, overrides, root, backend)
+    cli_recipes.show(recipe, overrides, root, backend, strict or None)
 
 
 @main.command()
-@click.argument("recipe", shell_complete=_complete_recipes)
+@click.argument("recipe", shell_complete=complete_recipes)
 @overrides_argument
 @root_option
 @backend_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="write the patch to this file")
 @click.option("--stat", is_flag=True, help="a summary of the changes instead of the patch")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
-@skip_version_option
-def diff(recipe, overrides, root, backend, output, stat, ray_address=None, skip_version=False) -> None:
+@version_options
+def diff(recipe, overrides, root, backend, output, stat, ray_address=None, versions=(False, None)) -> None:
     """Unified diff of what apply would change; writes nothing to the targets."""
     if ray_address:
         from patchkit.cli import cluster as cli_cluster
 
-        return cli_cluster.diff(ray_address, recipe, overrides, root, backend, output, stat, skip_version)
+        return cli_cluster.diff(ray_address, recipe, overrides, root, backend, output, stat, versions)
     from patchkit.cli import patch as cli_patch
 
-    cli_patch.diff(recipe, overrides, root, backend, output, stat, skip_version)
+    cli_patch.diff(recipe, overrides, root, backend, output, stat, versions)
 
 
 @main.command()
-@click.argument("recipe", shell_complete=_complete_recipes)
+@click.argument("recipe", shell_complete=complete_recipes)
 @overrides_argument
 @root_option
 @backend_option
@@ -184,9 +122,10 @@ def diff(recipe, overrides, root, backend, output, stat, ray_address=None, skip_
 @click.option("--commit", is_flag=True, help="in a git checkout, commit the patch on a new branch patchkit/RECIPE")
 @click.option("--interactive", "-i", is_flag=True, help="show each file's diff and ask y/n/q before writing")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run on every alive node of this Ray cluster (or auto)")
-@skip_version_option
+@click.option("--json", "as_json", is_flag=True, help="what was done, as JSON on stdout")
+@version_options
 def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, interactive=False, ray_address=None,
-          skip_version=False) -> None:
+          as_json=False, versions=(False, None)) -> None:
     """Patch the target files, back them up and record it.
 
     In a git checkout, a file with uncommitted changes is refused unless
@@ -198,14 +137,14 @@ def apply(recipe, overrides, root, backend, allow_dirty=False, commit=False, int
             raise click.UsageError("--allow-dirty, --commit and --interactive are not available with --ray")
         from patchkit.cli import cluster as cli_cluster
 
-        return cli_cluster.apply(ray_address, recipe, overrides, root, backend, skip_version)
+        return cli_cluster.apply(ray_address, recipe, overrides, root, backend, versions, as_json)
     from patchkit.cli import patch as cli_patch
 
-    cli_patch.apply(recipe, overrides, root, backend, allow_dirty, commit, interactive, skip_version)
+    cli_patch.apply(recipe, overrides, root, backend, allow_dirty, commit, interactive, versions, as_json)
 
 
 @main.command()
-@click.argument("recipes", nargs=-1, shell_complete=_complete_applied)
+@click.argument("recipes", nargs=-1, shell_complete=complete_applied)
 @click.option("--all", "everything", is_flag=True, help="revert every recipe patchkit applied")
 @click.option("--force", is_flag=True, help="revert files edited by hand after apply even where patchkit lines were changed")
 @root_option
@@ -258,7 +197,7 @@ def validate(files) -> None:
 
 
 @main.command("test")
-@click.argument("recipes", nargs=-1, shell_complete=_complete_recipes)
+@click.argument("recipes", nargs=-1, shell_complete=complete_recipes)
 def test_cmd(recipes) -> None:
     """Run recipes' own examples (all built-in recipes by default)."""
     from patchkit.cli import recipes as cli_recipes
@@ -267,21 +206,21 @@ def test_cmd(recipes) -> None:
 
 
 @main.command()
-@click.argument("recipe", shell_complete=_complete_recipes)
+@click.argument("recipe", shell_complete=complete_recipes)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[KEY=VALUE]... -- COMMAND...")
 @root_option
 @backend_option
-@skip_version_option
 @click.option("--print-env", is_flag=True, help="print the environment instead (JSON), e.g. for a Ray runtime_env")
-def run(recipe, args, root, backend, skip_version, print_env) -> None:
+@version_options
+def run(recipe, args, root, backend, print_env, versions=(False, None)) -> None:
     """Run COMMAND with the recipe applied in memory (children too): no file changes, nothing to revert."""
     from patchkit.cli import run as cli_run
 
-    cli_run.run(recipe, args, root, backend, skip_version, print_env)
+    cli_run.run(recipe, args, root, backend, versions, print_env)
 
 
 @main.command()
-@click.argument("recipe", shell_complete=_complete_recipes)
+@click.argument("recipe", shell_complete=complete_recipes)
 @click.option("--steps", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="steps to record (at most 1000: a profiler holds every event of its window in memory)")
 @click.option("--ranks", metavar="0,1", help="only the processes of these ranks")

@@ -27,22 +27,25 @@ def ledger():
     return Said()
 
 
-def say_skipped(refusal: str) -> None:
-    """What --skip-version-check let through, said plainly (nothing when the version was in range anyway)."""
+def say_skipped(refusal: str, note: str = "") -> None:
+    """What --skip-version-check let through, said plainly (nothing when the version was in range anyway), and a
+    version past the recipe's proven range, or none, said once."""
     if refusal:
         from patchkit.state.planning import skipped_note
 
         say(f"warning: {skipped_note(refusal)}")
+    if note:
+        say(f"note: {note}")
 
 
 def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], output: Optional[str],
-         stat: bool, skip_version: bool) -> None:
+         stat: bool, versions) -> None:
     from patchkit import api
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
-    plan = api.plan_recipe(recipe, overrides, backend, root, skip_version)
-    say_skipped(plan.version_skipped)
+    plan = api.plan_recipe(recipe, overrides, backend, root, *versions)
+    say_skipped(plan.version_skipped, plan.version_note)
     text = plan.diff()
     if stat:
         click.echo(diffstat((f.diffpath, f.diff()) for f in plan.files if f.changes), nl=False)
@@ -64,13 +67,16 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
 
 
 def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], allow_dirty: bool,
-          commit: bool, interactive: bool, skip_version: bool) -> None:
+          commit: bool, interactive: bool, versions, as_json: bool = False) -> None:
     from patchkit import api
 
-    done = api.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty,
-                            commit=commit, skip_version_check=skip_version, review=review if interactive else None)
+    skip, strict = versions
+    done = api.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
+                            skip_version_check=skip, strict_versions=strict, review=review if interactive else None)
+    if as_json:
+        click.echo(json.dumps(done.to_json(), indent=2))
     if not interactive:  # review said it before its questions
-        say_skipped(done.version_skipped)
+        say_skipped(done.version_skipped, done.version_note)
     for o in done.outcomes:
         say(f"{o.label}: {o.path}" + (f" ({o.detail})" if o.detail else ""))
     say_git(done.outcomes)
@@ -101,7 +107,7 @@ def review(plan) -> bool:
     any n or q means nothing is written."""
     from patchkit.engine.diff import colour
 
-    say_skipped(plan.version_skipped)
+    say_skipped(plan.version_skipped, plan.version_note)
     files = [f for f in plan.files if f.changes]
     declined: List[str] = []
     for number, f in enumerate(files, 1):

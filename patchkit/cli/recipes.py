@@ -43,7 +43,8 @@ def _recipe_json(s) -> dict:
     }
 
 
-def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str]) -> None:
+def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
+         strict: Optional[bool] = None) -> None:
     from patchkit.engine import lines
     from patchkit.recipe.kinds import describe
     from patchkit.recipe.load import load
@@ -52,8 +53,8 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     s = load(recipe, overrides, backend)
     r = s.recipe
     out = [f"{r.id}  ({r.path})", "", r.description, "",
-           f"target:   {r.target.distribution} {r.target.versions or '(any version)'}, import name {r.target.package}",
-           "files:    " + ", ".join(r.target.files), _patches(s, root), f"backend:  {r.backend}"]
+           f"target:   {r.target.distribution} {_proven(r.target)}, import name {r.target.package}",
+           "files:    " + ", ".join(r.target.files), _patches(s, root, strict), f"backend:  {r.backend}"]
     for key, value in s.runtime_settings().items():
         if key != "backend":
             out.append(f"  {SETTING[key].key}: {_as_typed(value)}")
@@ -95,7 +96,15 @@ def _as_typed(value) -> str:
     return str(value)
 
 
-def _patches(s, root: Optional[str]) -> str:
+def _proven(target) -> str:
+    """The range the recipe is proven on, and the releases it excludes, for show."""
+    proven = f"proven on {target.versions}" if target.versions else "(any version)"
+    if target.excluded:
+        proven += f", excluding {target.excluded}" + (f" ({target.excluded_reason})" if target.excluded_reason else "")
+    return proven
+
+
+def _patches(s, root: Optional[str], strict: Optional[bool] = None) -> str:
     """show's line naming the files that diff/apply would change here, or why none is named.
 
     It reads no target file: where a group of points has one candidate here, that is the file; where it has
@@ -104,7 +113,7 @@ def _patches(s, root: Optional[str]) -> str:
     from patchkit.state.planning import candidate_files
 
     try:
-        installed, groups = candidate_files(s, root)
+        installed, groups, note = candidate_files(s, root, strict)
     except PatchkitError as exc:
         where = f"{exc.where}: " if exc.where and exc.where.line is not None else ""
         return f"patches:  no file shown: {where}{exc.message}" + (f"\n          hint: {exc.hint}" if exc.hint else "")
@@ -112,7 +121,7 @@ def _patches(s, root: Optional[str]) -> str:
              "(`patchkit diff` names it)" for g in groups]
     return (f"patches:  {', '.join(named)}\n"
             f"          ({s.recipe.target.distribution} {installed.shown or '(version unknown)'}, "
-            f"from {installed.version_from})")
+            f"from {installed.version_from})" + (f"\n          note: {note}" if note else ""))
 
 
 def validate(files: Sequence[str]) -> None:

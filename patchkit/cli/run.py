@@ -25,7 +25,7 @@ def split(args: Sequence[str]) -> Tuple[List[str], List[str]]:
     return args[:n], args[n:]
 
 
-def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], skip_version: bool,
+def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], versions,
         print_env: bool) -> None:
     from patchkit import api
     from patchkit.hook.editfree import environment, prepare
@@ -35,7 +35,10 @@ def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional
     if not command and not print_env:
         raise click.UsageError("give the command to run after --, e.g. patchkit run RECIPE -- python train.py")
     settings = api.load(recipe, overrides, backend)
-    spec = prepare(settings, read_text(recipe_path(recipe)), root, skip_version)
+    spec = prepare(settings, read_text(recipe_path(recipe)), root, *versions)
+    from patchkit.cli.patch import say_skipped
+
+    say_skipped(spec["version_skipped"], spec["version_note"])
     for path in spec["already_applied"]:
         say(f"note: {path} has the recipe's lines already (applied); run adds nothing to it")
     env = environment(spec)

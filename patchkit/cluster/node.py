@@ -52,6 +52,7 @@ class NodeResult:
     files: List[Dict[str, Any]] = field(default_factory=list)  # status: the node's records
     previous: Dict[str, Any] = field(default_factory=dict)  # apply: the recipe's settings before, per file
     version_skipped: str = ""  # diff, apply with --skip-version-check: the refusal this node let through
+    version_note: str = ""  # diff, apply: this node's version is past the recipe's proven range, or has none
 
     @property
     def node(self) -> str:
@@ -85,21 +86,21 @@ def _root_of(path: Path, relpath: str) -> str:
 
 
 def _node_plan(result: NodeResult, led, recipe: str, overrides: Sequence[str], backend: Optional[str],
-               root: Optional[str], skip_version_check: bool = False) -> None:
+               root: Optional[str], skip_version_check: bool = False, strict_versions: Optional[bool] = None) -> None:
     from patchkit import api
 
     s = api.load(recipe, overrides, backend)
-    plan = api.plan(s, root, skip_version_check)
+    plan = api.plan(s, root, skip_version_check, strict_versions)
     changed = sum(f.changes for f in plan.files)
     result.recipe, result.root, result.diff = s.id, str(plan.installed.root), plan.diff()
     result.state = NodeState.WOULD_CHANGE if changed else NodeState.ALREADY_APPLIED
     result.message = (f"{changed} file(s) would change, {len(plan.files) - changed} already applied "
                       f"({s.recipe.target.distribution} {plan.installed.shown} in {plan.installed.root})")
-    result.version_skipped = plan.version_skipped
+    result.version_skipped, result.version_note = plan.version_skipped, plan.version_note
 
 
 def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], backend: Optional[str],
-                root: Optional[str], skip_version_check: bool = False) -> None:
+                root: Optional[str], skip_version_check: bool = False, strict_versions: Optional[bool] = None) -> None:
     from patchkit import api
 
     s = api.load(recipe, overrides, backend)
@@ -108,7 +109,8 @@ def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], 
         applied = st.record.recipes.get(s.id) if st.record is not None else None
         if applied is not None:
             result.previous[st.record.path] = {"overrides": list(applied.overrides), "recipe_path": applied.recipe_path}
-    outcomes = api.apply(s, root, ledger=led, skip_version_check=skip_version_check)
+    outcomes = api.apply(s, root, ledger=led, skip_version_check=skip_version_check, strict_versions=strict_versions,
+                         planned=lambda p: setattr(result, "version_note", p.version_note))
     changed = [o for o in outcomes if o.state.written]
     result.changed = bool(changed)
     result.root = _root_of(outcomes[0].path, outcomes[0].relpath) if outcomes else ""

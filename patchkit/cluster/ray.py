@@ -169,18 +169,22 @@ def _root_arg(root: Optional[str]) -> Optional[str]:
 
 
 def _recipe_kwargs(recipe: str, overrides: Sequence[str], backend: Optional[str], root: Optional[str],
-                   skip_version_check: bool = False):
+                   skip_version_check: bool = False, strict_versions: Optional[bool] = None):
+    from patchkit.state.versioncheck import strict_default
+
     kwargs = {"recipe": recipe, "overrides": list(overrides), "backend": backend, "root": _root_arg(root)}
     if skip_version_check:  # only when asked: a node with an older patchkit then fails on it rather than checking
         kwargs["skip_version_check"] = True
+    if strict_versions or (strict_versions is None and strict_default()):  # strict here is strict on every node
+        kwargs["strict_versions"] = True
     return kwargs
 
 
 def plan(address: str, recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-         root: Optional[str] = None, skip_version_check: bool = False,
+         root: Optional[str] = None, skip_version_check: bool = False, strict_versions: Optional[bool] = None,
          progress: Optional[Progress] = None) -> List[NodeResult]:
     """``api.plan`` on every node: what apply would change there (``.diff``); writes nothing."""
-    kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check)
+    kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check, strict_versions)
     with connect(address) as ray:
         return _run(ray, "plan", alive_nodes(ray), recipe, lambda n: kwargs, progress)
 
@@ -189,7 +193,7 @@ diff = plan
 
 
 def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-          root: Optional[str] = None, skip_version_check: bool = False,
+          root: Optional[str] = None, skip_version_check: bool = False, strict_versions: Optional[bool] = None,
           progress: Optional[Progress] = None) -> List[NodeResult]:
     """Apply on every node, or on none: plan everywhere first, then apply, and undo it where it worked if a node fails.
 
@@ -198,7 +202,7 @@ def apply(address: str, recipe: str, overrides: Sequence[str] = (), backend: Opt
     ``left as it was`` (nothing had changed there).  ``progress`` is told the nodes of each stage (plan, apply,
     putting back) as they answer.
     """
-    kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check)
+    kwargs = _recipe_kwargs(recipe, overrides, backend, root, skip_version_check, strict_versions)
     with connect(address) as ray:
         nodes = alive_nodes(ray)
         planned = _run(ray, "plan", nodes, recipe, lambda n: kwargs, progress)

@@ -17,10 +17,12 @@ MARKER = "patchkit"
 class Target(NamedTuple):
     package: str
     distribution: str
-    versions: str
+    versions: str  # the releases the recipe is proven on ("" for any: code with no version)
     files: Tuple[str, ...]
     instead: str = ""  # the recipe to use outside ``versions``: offered first when its own range takes the version
     tags: Tuple[str, ...] = ()  # git tags or branches supported, for source checkouts without metadata
+    excluded: str = ""  # releases refused whatever their structure (a PEP 440 specifier)
+    excluded_reason: str = ""  # why, said with the refusal
 
 
 class Profiler(NamedTuple):

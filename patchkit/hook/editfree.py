@@ -33,11 +33,12 @@ def module_name(relpath: str) -> str:
 
 
 def prepare(settings: Settings, recipe_text: str, root: Optional[str] = None,
-            skip_version_check: bool = False) -> Dict[str, Any]:
-    """The ``PATCHKIT_RUN`` description, with the cache written; a PatchkitError (nothing started) otherwise."""
+            skip_version_check: bool = False, strict_versions: Optional[bool] = None) -> Dict[str, Any]:
+    """The ``PATCHKIT_RUN`` description, with the cache written; a PatchkitError (nothing started) otherwise.
+    ``version_note`` says once that the version is past the recipe's proven range (see :func:`plan`)."""
     from patchkit.state.planning import plan
 
-    p = plan(settings, root, skip_version_check)
+    p = plan(settings, root, skip_version_check, strict_versions)
     key = hashlib.sha256(json.dumps([recipe_text, list(settings.overrides)]).encode()).hexdigest()[:16]
     points = list(settings.active_points())
     modules: Dict[str, Any] = {}
@@ -52,7 +53,8 @@ def prepare(settings: Settings, recipe_text: str, root: Optional[str] = None,
                                            "path": str(f.path),
                                            "points": [points.index(pt) for pt in f.points]}
     return {"key": key, "recipe": recipe_text, "path": settings.recipe.path, "overrides": list(settings.overrides),
-            "modules": modules, "already_applied": skipped, "version": p.installed.shown}
+            "modules": modules, "already_applied": skipped, "version": p.installed.shown,
+            "version_skipped": p.version_skipped, "version_note": p.version_note}
 
 
 def environment(spec: Dict[str, Any], base: Optional[Dict[str, str]] = None) -> Dict[str, str]:

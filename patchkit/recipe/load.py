@@ -48,7 +48,7 @@ FORMAT_KEYS = {
     "examples": "before/after sources the tests and `patchkit test` run",
 }
 REQUIRED = ("id", "description", "target", "points")
-TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags")
+TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags", "excluded")
 DISTRIBUTION_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")  # PEP 508, at most 200 characters
 
 
@@ -169,15 +169,8 @@ def _target(r: Reader) -> m.Target:
     if "distribution" in t and not DISTRIBUTION_NAME.fullmatch(distribution):
         raise r.fail(("target", "distribution"), f"distribution {distribution!r} is not a distribution name",
                      "write the name pip installs, e.g. vllm-ascend (letters, digits, '.', '_' and '-')")
-    versions = r.string(("target", "versions")) if "versions" in t else ""
-    if versions:
-        from patchkit.recipe.versions import check as check_versions
-
-        try:
-            check_versions(versions)
-        except ValueError as exc:
-            raise r.fail(("target", "versions"), f"not a PEP 440 version specifier: {versions!r} ({exc})",
-                         "write e.g. \">=0.4,<0.8\"") from None
+    versions = _specifier(r, ("target", "versions")) if "versions" in t else ""
+    excluded, reason = _excluded(r) if "excluded" in t else ("", "")
     files = r.strings(("target", "files"))
     for i, f in enumerate(files):
         check_relative(r, ("target", "files", i), f)
@@ -186,7 +179,29 @@ def _target(r: Reader) -> m.Target:
         raise r.fail(("target", "instead"), f"instead {instead!r} is not a recipe id", "name the recipe to use outside this range")
     tags = tuple(r.strings(("target", "tags"))) if "tags" in t else ()
     return m.Target(package=package, distribution=distribution, versions=versions, files=tuple(files), instead=instead,
-                    tags=tags)
+                    tags=tags, excluded=excluded, excluded_reason=reason)
+
+
+def _specifier(r: Reader, here: Tuple[Any, ...]) -> str:
+    """A PEP 440 version specifier patchkit can match on, or an error at its line and column."""
+    from patchkit.recipe.versions import check as check_versions
+
+    text = r.string(here)
+    try:
+        check_versions(text)
+    except ValueError as exc:
+        raise r.fail(here, f"not a PEP 440 version specifier: {text!r} ({exc})",
+                     "write e.g. \">=0.4,<=0.7.1\"") from None
+    return text
+
+
+def _excluded(r: Reader) -> Tuple[str, str]:
+    """``target.excluded``: a specifier, or ``{versions: SPEC, reason: TEXT}``; the reason is said with the refusal."""
+    here = ("target", "excluded")
+    if not isinstance(r.get(here), dict):
+        return _specifier(r, here), ""
+    r.mapping(here, ("versions", "reason"), ("versions", "reason"))
+    return _specifier(r, here + ("versions",)), r.string(here + ("reason",))
 
 
 def default_save_path(rid: str) -> str:

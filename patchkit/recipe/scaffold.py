@@ -56,7 +56,8 @@ def render(draft: Draft) -> Tuple[str, List[int]]:
            "target:",
            f"  package: {draft.package}",
            f"  distribution: {draft.distribution}",
-           f"  versions: {_scalar(draft.versions)}  # {draft.versions_note}",
+           f"  versions: {_scalar(draft.versions)}  # {draft.versions_note}" if draft.versions else
+           f"  # {draft.versions_note}",
            "  files:",
            *[f"    - {_scalar(f)}" for f in draft.files],
            f"backend: {draft.backend}",

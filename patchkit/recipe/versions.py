@@ -11,7 +11,9 @@ bound is itself a pre-release or development release of that same X
 then matched by ``packaging.specifiers`` with pre-releases allowed.
 
 Bounds of ``<``, ``<=``, ``>``, ``>=`` are releases or pre-releases (``<0.8``,
-``>=0.11.0rc1``); :func:`check` refuses post and development releases there.
+``>=0.11.0rc1``), or after ``<=`` a post-release (``<=0.23.0.post1``, the newest
+release proven); :func:`check` refuses development releases there, and post
+releases after the others.
 Candidates may be any version (post, dev and local included).  packaging
 22.0 is the oldest that refuses what :func:`check` must (``==1.0rc1.*``);
 before 26.1 it misreads two rare cases: ``>1.0a1`` refuses ``1.0.post1``, and
@@ -29,7 +31,7 @@ from typing import List
 from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["InvalidVersion", "Version", "check", "covers", "has_upper_bound"]
+__all__ = ["InvalidVersion", "Version", "beyond", "check", "covers", "has_upper_bound", "newest"]
 
 _ORDERED = ("<", "<=", ">", ">=")
 _CAPPING = ("<", "<=", "==", "~=", "===")
@@ -46,17 +48,60 @@ def covers(specifiers: str, version: str) -> bool:
         candidate = Version(version)
     except InvalidVersion:
         return False
-    line = _release_line(candidate)
-    for spec in clauses:
-        if spec.operator == "===":
-            chosen = version.strip()  # arbitrary equality: the string itself
-        else:
-            bound = Version(spec.version[:-2] if spec.version.endswith(".*") else spec.version)
-            same = bound.is_prerelease and Version(bound.base_version) == Version(candidate.base_version)
-            chosen = candidate if same else line
-        if not spec.contains(chosen, prereleases=True):
-            return False
-    return True
+    return all(_takes(spec, candidate, version) for spec in clauses)
+
+
+def _takes(spec: Specifier, candidate: Version, version: str) -> bool:
+    """Whether one clause takes ``candidate`` (``version`` as written), read as release lines."""
+    if spec.operator == "===":
+        return spec.contains(version.strip(), prereleases=True)  # arbitrary equality: the string itself
+    return spec.contains(_compared(spec, candidate), prereleases=True)
+
+
+def _compared(spec: Specifier, candidate: Version) -> Version:
+    """What a clause compares: ``candidate`` itself against a pre-release bound of its own release, else its line."""
+    bound = _bound(spec)
+    same = bound.is_prerelease and Version(bound.base_version) == Version(candidate.base_version)
+    return candidate if same else _release_line(candidate)
+
+
+def _bound(spec: Specifier) -> Version:
+    return Version(spec.version[:-2] if spec.version.endswith(".*") else spec.version)
+
+
+def beyond(specifiers: str, version: str) -> bool:
+    """Whether ``version`` is newer than every release ``specifiers`` takes: every clause it fails caps from above
+    (``<``, ``<=``, ``==``, ``~=``) and the version is past that clause's bound.
+
+    A later release, a pre-release or development release of one (``0.24.0rc1`` past ``<=0.23.0.post1``) and a
+    checkout on the way to one are beyond; an older one, one that fails ``!=`` or ``===``, and one that is no
+    PEP 440 version are not.  Bad ``specifiers`` raise ValueError.
+    """
+    clauses = _clauses(specifiers)
+    try:
+        candidate = Version(version)
+    except InvalidVersion:
+        return False
+    failed = [spec for spec in clauses if not _takes(spec, candidate, version)]
+    return bool(failed) and all(_past(spec, candidate) for spec in failed)
+
+
+def _past(spec: Specifier, candidate: Version) -> bool:
+    """Whether ``candidate``, failing ``spec``, fails it by being newer than the clause's bound."""
+    if spec.operator not in ("<", "<=", "==", "~="):
+        return False
+    chosen, bound = _compared(spec, candidate), _bound(spec)
+    if spec.version.endswith(".*"):  # ==1.2.*: past it when the release's first numbers are larger
+        width = len(bound.release)
+        return chosen.epoch > bound.epoch or (chosen.epoch == bound.epoch and chosen.release[:width] > bound.release)
+    return chosen >= bound if spec.operator == "<" else chosen > bound
+
+
+def newest(specifiers: str) -> str:
+    """The newest release a range names (``<=0.23.0.post1`` or ``==0.23.0.post1`` -> ``0.23.0.post1``), or "" when
+    no clause names one (``<0.8``, ``>=0.4``)."""
+    return next((spec.version for spec in _clauses(specifiers) if spec.operator in ("<=", "==", "===")
+                 and not spec.version.endswith(".*")), "")
 
 
 def has_upper_bound(specifiers: str) -> bool:
@@ -75,8 +120,9 @@ def check(specifiers: str) -> None:
             raise ValueError(f"{clause!r}: {_why_invalid(clause)}") from None
         if spec.operator in _ORDERED:
             bound = Version(spec.version)
-            if bound.post is not None or bound.dev is not None:
-                raise ValueError(f"{clause!r}: patchkit ranges use release or pre-release bounds")
+            if bound.dev is not None or (bound.post is not None and spec.operator != "<="):
+                raise ValueError(f"{clause!r}: patchkit ranges use release or pre-release bounds "
+                                 "(a post-release only as the newest proven, after <=)")
 
 
 def _clauses(specifiers: str) -> List[Specifier]:

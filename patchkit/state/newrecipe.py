@@ -115,10 +115,12 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
         id=recipe_id,
         description="",
         package=first.package, distribution=dist,
-        versions=f">={version}" if version else "",
-        versions_note=(f"the version installed where this was written ({dist} {version}) and later; check other "
-                       "releases with `patchkit diff --root` before widening it" if version else
-                       "the installed version could not be read: any version"),
+        versions=f"=={version}" if version else "",
+        versions_note=(f"proven on the version installed where this was written ({dist} {version}); later releases "
+                       "are patched when every point fits, with a note: check them with `patchkit diff --root` before "
+                       "widening it" if version else
+                       f"no versions: {dist} has no version here (no installed metadata, none declared in the tree), "
+                       "so any version is patched where every point fits"),
         files=(files[0],), backend=backend or (base.recipe.backend if base else "npu"),
         profiler=_profiler(recipe_id, base), schedule=_schedule(base), points=tuple(points),
         notes=base.recipe.notes if base else (), origin=origin)

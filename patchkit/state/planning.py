@@ -15,7 +15,8 @@ from patchkit import DISTRIBUTION
 from patchkit.core.errors import AnchorError, Location, PatchkitError, TargetError
 from patchkit.engine.marks import decode, foreign_line
 from patchkit.core.model import Applied, CannotApply, Point, Settings, TransformResult
-from patchkit.state.targets import Installed, check_version, locate
+from patchkit.state.targets import Installed, locate
+from patchkit.state.versioncheck import check_version
 
 
 class FilePlan(NamedTuple):
@@ -60,6 +61,7 @@ class Plan(NamedTuple):
     installed: Installed
     files: List[FilePlan]
     version_skipped: str = ""  # with skip_version_check: the refusal that was skipped ("" when the version fits)
+    version_note: str = ""  # a version past the proven range, or none: what to say once ("" when proven)
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.files)
@@ -70,28 +72,30 @@ class Plan(NamedTuple):
         return sorted(set(bases))
 
 
-def plan(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False) -> Plan:
+def plan(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False,
+         strict_versions: Optional[bool] = None) -> Plan:
     """Find the files, pick the first candidate where every point resolves, transform it.
 
-    ``skip_version_check`` lets a version outside the recipe's range through
-    (the refusal is kept in ``Plan.version_skipped``); the points must still
-    resolve in the files.
+    A version past the recipe's proven range is planned like one inside it (the points must fit), with
+    ``Plan.version_note`` saying so; ``strict_versions`` (None: ``$PATCHKIT_STRICT_VERSIONS``) refuses it.
+    ``skip_version_check`` lets any refused version through (the refusal is kept in ``Plan.version_skipped``);
+    the points must still resolve in the files.
     """
     recipe = settings.recipe
     installed = locate(recipe.target, root)
-    skipped = ""
+    skipped = note = ""
     try:
-        check_version(installed, recipe.target, recipe.id, recipe.path)
+        note = check_version(installed, recipe.target, recipe.id, recipe.path, strict_versions)
     except TargetError as exc:
         if not skip_version_check:
             raise
         skipped = exc.message
     try:
-        return _planned(settings, installed, skipped)
+        return _planned(settings, installed, skipped)._replace(version_note=note)
     except PatchkitError as exc:
         if skipped:  # the plan failed further on: the error still says what the skipped check let through
             exc.warnings.append(skipped_note(skipped))
-        raise
+        raise  # past the range, the error names the version and the range itself
 
 
 def skipped_note(refusal: str) -> str:
@@ -131,36 +135,45 @@ def _groups(settings: Settings) -> Dict[Tuple[str, ...], List[Point]]:
     return groups
 
 
-def files_to_patch(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[Path]]:
+def files_to_patch(settings: Settings, root: Optional[str] = None,
+                   strict_versions: Optional[bool] = None) -> Tuple[Installed, List[Path]]:
     """Where the recipe's package is and which of its files :func:`plan` would pick; reads, writes nothing, no git."""
     installed = locate(settings.recipe.target, root)
-    check_version(installed, settings.recipe.target, settings.recipe.id, settings.recipe.path)
+    check_version(installed, settings.recipe.target, settings.recipe.id, settings.recipe.path, strict_versions)
     return installed, [(installed.root / relpath).resolve() for relpath in _chosen(settings, installed, {})]
 
 
-def candidate_files(settings: Settings, root: Optional[str] = None) -> Tuple[Installed, List[List[Path]]]:
-    """Where the recipe's package is, and for each group of points the candidate files that are there.
+def candidate_files(settings: Settings, root: Optional[str] = None,
+                    strict_versions: Optional[bool] = None) -> Tuple[Installed, List[List[Path]], str]:
+    """Where the recipe's package is, for each group of points the candidate files that are there, and the version's
+    note (:attr:`Plan.version_note`).
 
     Reads no target file (no codemod): :func:`plan` picks the first candidate of a group where every point
     resolves.  A group with no candidate there is the error :func:`plan` would give.
     """
     recipe = settings.recipe
     installed = locate(recipe.target, root)
-    check_version(installed, recipe.target, recipe.id, recipe.path)
+    note = check_version(installed, recipe.target, recipe.id, recipe.path, strict_versions)
     groups: List[List[Path]] = []
     for candidates in _groups(settings):
         there = [(installed.root / c).resolve() for c in candidates if (installed.root / c).is_file()]
         if not there:
             raise _none_there(settings, installed, candidates)
         groups.append(there)
-    return installed, groups
+    return installed, groups, note
 
 
 def _none_there(settings: Settings, installed: Installed, candidates: Sequence[str]) -> TargetError:
+    from patchkit.state.versioncheck import elsewhere, fits
+
     recipe = settings.recipe
-    return TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)}",
-                       Location(recipe.path), f"is {recipe.target.distribution} {installed.shown or '(version unknown)'} "
-                       "the package this recipe is for?")
+    version = f"{recipe.target.distribution} {installed.shown or '(version unknown)'}"
+    hint = ""
+    if recipe.target.instead and not fits(recipe.target, installed):  # past the proven range, the layout changed
+        hint = elsewhere(installed, recipe.target, recipe.id) or (
+            f"{recipe.id} names {recipe.target.instead} for the releases it does not fit: try it")
+    return TargetError(f"none of the recipe's files is in {installed.root}: {', '.join(candidates)} ({version})",
+                       Location(recipe.path), hint or f"is {version} the package this recipe is for?")
 
 
 # patchkit's own import and the imports of its dependencies, with their distributions: a recipe that
@@ -229,7 +242,8 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
         raise _none_there(settings, installed, candidates)
     path, why = failures[0]
     others = "".join(f"; {p.name}: {'the same' if w.reason == why.reason else w.reason}" for p, w in failures[1:])
-    raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} supports {recipe.target.versions or 'any version'})",
+    raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} is proven on "
+                      f"{recipe.target.versions or 'any version'})",
                       Location(str(path), why.line, why.col),
                       why.hint or "this version's file has another shape; check `patchkit list` for a recipe that fits, "
                       "or adapt the recipe's points")

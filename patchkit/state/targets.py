@@ -6,7 +6,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import List, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 from patchkit.core.errors import Location, TargetError
 from patchkit.state.gitrepo import work_tree
@@ -155,97 +155,3 @@ def _python() -> str:
     import sys
 
     return sys.executable
-
-
-SKIP_VERSION_CHECK = "--skip-version-check"
-
-
-def check_version(installed: Installed, target: Target, recipe_id: str, recipe_path: str = "") -> None:
-    """Refuse a version outside ``target.versions`` (see :func:`fits`), saying what to do instead."""
-    if not target.versions and not target.tags:
-        return
-    dist = target.distribution
-    past = (f"if you know this code has the shape the recipe expects, pass {SKIP_VERSION_CHECK}: only the version "
-            "check is skipped, the recipe's points must still match")
-    if installed.version is None:
-        raise TargetError(f"cannot tell which version of {dist} is in {installed.root} (no {dist} metadata, no "
-                          f"version declared in the tree, no git tag or branch); {recipe_id} supports {target.versions}",
-                          hint="point --root at a site-packages folder with the package's .dist-info, or at a git "
-                               f"checkout of a release\n  hint: {past}")
-    try:
-        if fits(target, installed):
-            return
-    except ValueError:
-        raise TargetError(f"{recipe_id}: not a PEP 440 version specifier: {target.versions!r}",
-                          hint="fix target.versions in the recipe, e.g. \">=0.4,<0.8\"") from None
-    from patchkit.recipe import versions
-
-    tags = f" (releases {', '.join(target.tags)})" if target.tags else ""
-    message = (f"{dist} {installed.shown} is installed ({installed.version_from}); "
-               f"{recipe_id} supports {dist} {target.versions}{tags}")
-    if installed.at_least and versions.covers(target.versions, installed.version):
-        message += ", and a checkout known only from below cannot be confirmed under that upper bound"
-    hints = []
-    others = covering(installed, target, recipe_id)
-    listed = ", ".join(f"{rid} ({dist} {rng})" for rid, rng in others if rid != target.instead)
-    if others and others[0][0] == target.instead:
-        hints.append(f"use {target.instead} ({dist} {others[0][1]}) for this version"
-                     + (f"; other built-in recipes for it: {listed}" if listed else ""))
-    elif others:
-        hints.append(f"built-in recipes for {dist} {installed.shown}: {listed}")
-    else:
-        name = os.path.basename(recipe_path) if recipe_path else f"{recipe_id}.yaml"
-        if installed.kind == "branch":
-            change = f"add the branch to target.tags there (tags: [{installed.ref}])"
-        elif installed.at_least:
-            change = (f"change target.versions there to a range without an upper bound (\">={installed.version}\"): "
-                      "a version known only from below fits no range that ends")
-        else:
-            change = "change target.versions there to take this version"
-        hints.append(f"no built-in recipe covers {dist} {installed.shown}; to adapt one, copy "
-                     f"{recipe_path or name} into a folder of your own (its file name must stay its id), {change}, "
-                     f"and check it with `patchkit diff ./{name}`")
-    if installed.kind == "branch":
-        hints.append(f"git branch {installed.ref} has no tag in its history: check out a release the recipe supports "
-                     "(a branch made from one of its tags counts as that release)")
-    elif installed.kind in ("tag", "scm", "forked"):
-        hints.append("check out a release the recipe supports, by its tag or its release branch (a branch made from "
-                     "one of its tags counts as that release)")
-    hints.append(past)
-    raise TargetError(message, hint="\n  hint: ".join(hints))
-
-
-def fits(target: Target, installed: Installed) -> bool:
-    """Whether the recipe's range takes the version: a release line (:func:`patchkit.recipe.versions.covers`), a release
-    named in ``target.tags``, or a lower bound (``at_least``) under a range without an upper bound."""
-    from patchkit.recipe import versions
-
-    if installed.version is None:
-        return False
-    if installed.ref is not None and installed.ref in target.tags:
-        return True  # a release the recipe names by its tag or branch
-    if installed.at_least and versions.has_upper_bound(target.versions):
-        return False
-    return versions.covers(target.versions, installed.version)
-
-
-def covering(installed: Installed, target: Target, recipe_id: str) -> List[Tuple[str, str]]:
-    """``(id, range)`` of the built-in recipes for the same distribution that take this version, ``instead`` first."""
-    from patchkit.core.errors import PatchkitError
-    from patchkit.recipe.load import all_recipes
-
-    try:
-        recipes = all_recipes()
-    except PatchkitError:
-        return []
-    found = []
-    for s in recipes:
-        other = s.recipe.target
-        if s.id == recipe_id or other.distribution != target.distribution or not (other.versions or other.tags):
-            continue
-        try:
-            if fits(other, installed):
-                found.append((s.id, other.versions))
-        except ValueError:
-            continue
-    return sorted(found, key=lambda pair: (pair[0] != target.instead, pair[0]))

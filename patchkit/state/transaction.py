@@ -34,7 +34,7 @@ TRIES = 3  # plans of one apply when another program keeps writing a target file
 
 def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledger] = None, *,
           allow_dirty: bool = False, commit: bool = False, skip_version_check: bool = False,
-          review: Optional[Callable[[List[FilePlan]], bool]] = None,
+          strict_versions: Optional[bool] = None, review: Optional[Callable[[List[FilePlan]], bool]] = None,
           planned: Optional[Callable[[Plan], None]] = None) -> List[FileOutcome]:
     """Patch every file of the recipe, or none of them.
 
@@ -43,15 +43,15 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     a new branch ``patchkit/<recipe-id>`` (see :mod:`patchkit.state.review`).
     ``review`` is shown the files about to change, after every check and
     before anything is written; if it returns False nothing is written and
-    those files come back as :attr:`Outcome.NOT_WRITTEN`.  ``skip_version_check``:
-    see :func:`patchkit.state.planning.plan`.  ``planned`` is given the plan as soon
+    those files come back as :attr:`Outcome.NOT_WRITTEN`.  ``skip_version_check``
+    and ``strict_versions``: see :func:`patchkit.state.planning.plan`.  ``planned`` is given the plan as soon
     as it is made, before any check or write (the command line says what it skipped).
     """
     from patchkit.state.ledger import Ledger
     from patchkit.state.targetfile import Changed
 
     ledger = ledger or Ledger()
-    args = (settings, root, ledger, allow_dirty, commit, skip_version_check, review, planned)
+    args = (settings, root, ledger, allow_dirty, commit, (skip_version_check, strict_versions), review, planned)
     for _ in range(TRIES - 1):
         try:
             return _apply(*args)
@@ -60,9 +60,9 @@ def apply(settings: Settings, root: Optional[str] = None, ledger: Optional[Ledge
     return _apply(*args)
 
 
-def _apply(settings, root, ledger, allow_dirty, commit, skip_version_check, review, planned) -> List[FileOutcome]:
+def _apply(settings, root, ledger, allow_dirty, commit, versions, review, planned) -> List[FileOutcome]:
     with ledger.locked() as led:
-        p = plan(settings, root, skip_version_check)
+        p = plan(settings, root, *versions)
         if planned is not None:
             planned(p)
         notes = check_git(settings, p, led, allow_dirty, commit)
