@@ -253,13 +253,22 @@ def _root_complete(rel: Release, root: Path, optional: Sequence[str] = ()) -> bo
     targets = set(info.get("targets", []))
     if info.get("layout") != _LAYOUT or not set(rel.files) <= targets:
         return False
-    if not set(optional) <= targets | set(info.get("absent", [])):  # each one looked for: there, or known absent
+    unknown = set(optional) - targets - set(info.get("absent", []))  # each one looked for: there, or known absent
+    if unknown and unknown & set(_record_paths(root)):  # one the release ships was not extracted
         return False
     return (
         all((root / f).is_file() for f in rel.files)
         and any(root.glob("*.dist-info/METADATA"))
         and any(root.glob("*.dist-info/RECORD"))
     )
+
+
+def _record_paths(root: Path) -> List[str]:
+    records = sorted(root.glob("*.dist-info/RECORD"))
+    if len(records) != 1:
+        return []
+    with open(str(records[0]), newline="", encoding="utf-8") as fh:
+        return [row[0] for row in csv.reader(fh) if row and row[0]]
 
 
 @contextlib.contextmanager
@@ -479,17 +488,18 @@ def _extract_sdist(rel: Release, sdist: Path, dest: Path, optional: Sequence[str
     if canonicalize_name(name) != canonicalize_name(rel.dist) or Version(version) != Version(rel.version):
         raise RealWheelError("%s: PKG-INFO says %s %s, not %s" % (sdist.name, name, version, rel.spec))
     # the packages are at the top of the sdist, or under src/
-    base = "src/" if not any(f in contents for f in rel.files) and any("src/" + f in contents for f in rel.files) else ""
+    asked = list(rel.files) + [f for f in optional if f not in rel.files]
+    base = "src/" if not any(f in contents for f in asked) and any("src/" + f in contents for f in asked) else ""
     installed = {n[len(base):]: data for n, data in contents.items() if n.startswith(base)}
     missing = [f for f in rel.files if f not in installed]
     if missing:
         raise _missing(rel, sdist, missing)
-    tops = {PurePosixPath(f).parts[0] for f in rel.files}
+    files = [f for f in asked if f in installed]
+    tops = {PurePosixPath(f).parts[0] for f in files}
     for n, data in contents.items():  # what setuptools says the top-level packages are
         if n.endswith(".egg-info/top_level.txt") and n.count("/") == base.count("/") + 1:
             tops.update(line.strip() for line in data.decode("utf-8", "replace").splitlines() if line.strip())
     package_files = sorted(n for n in installed if PurePosixPath(n).parts[0] in tops)
-    files = list(rel.files) + [f for f in optional if f in installed and f not in rel.files]
     inits = [i for i in _package_inits(files) if i in installed]
     if rel.files and not any(PurePosixPath(f).parts[0] + "/__init__.py" in installed for f in rel.files):
         raise RealWheelError("%s: no top-level package __init__.py for %r" % (sdist.name, list(rel.files)))
@@ -587,11 +597,9 @@ def wheel_files(dist: str, version: str) -> List[str]:
     For a source-only release: the sdist's files of its top-level packages, at their installed paths.
     """
     root = release_root(dist, version)
-    records = sorted(root.glob("*.dist-info/RECORD"))
-    if len(records) != 1:
+    if len(list(root.glob("*.dist-info/RECORD"))) != 1:
         raise RealWheelError("%s: expected one RECORD in %s" % (dist, root))
-    with open(str(records[0]), newline="", encoding="utf-8") as fh:
-        return [row[0] for row in csv.reader(fh) if row and row[0]]
+    return _record_paths(root)
 
 
 def target_path(dist: str, version: str, relpath: str) -> Path:
