@@ -17,6 +17,22 @@ extracted (RECORD still lists every file of the wheel, which
 :func:`wheel_files` reads); the wheel itself is deleted afterwards and a small
 JSON marker under CACHE/wheels records what was downloaded.
 
+Source-only releases.  Some releases are published only as an sdist (the
+table marks the ones known; a release with no wheel for any tag tried falls
+back to its sdist too).  pip cannot download an sdist without preparing its
+metadata, which runs the sdist's build backend (pypa/pip#1884, open since
+2014).  Build isolation would install the release's whole build-system.requires
+(torch, torch-npu, triton-ascend ... for vllm-ascend), so the backend runs with
+``--no-build-isolation`` on this interpreter, with only setuptools and
+setuptools-scm (installed once by pip into CACHE/build-tools) on PYTHONPATH
+and the environment variables that let the release's setup.py run without its
+vendor's toolchain (:data:`_SDIST_ENV`).  That runs the sdist's setup.py on
+this machine, as installing it would.  The root then gets the same shape as a
+wheel's: the targets and their packages' ``__init__.py`` files at their
+installed paths, a ``<name>-<version>.dist-info/METADATA`` with the Name and
+Version of the sdist's PKG-INFO, and a RECORD listing the sdist's files of the
+release's top-level packages at the paths an install would give them.
+
 There is deliberately no "skip when offline": the registry is reachable on
 developer machines and in CI, and a test that silently skips would hide a
 regression.  A failed download raises :class:`RealWheelError`.
@@ -33,13 +49,18 @@ Only the standard library and ``packaging`` are used.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import csv
+import email.parser
+import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -62,6 +83,7 @@ __all__ = [
     "release",
     "releases",
     "release_root",
+    "fetch_release",
     "target_path",
     "wheel_files",
     "fetch",
@@ -82,6 +104,7 @@ class Release(NamedTuple):
     dist: str
     version: str
     files: Tuple[str, ...]
+    sdist: bool = False  # published only as a source archive: fetch that without asking for a wheel first
 
     @property
     def key(self) -> str:
@@ -124,6 +147,11 @@ RELEASES: Tuple[Release, ...] = (
     Release("vllm-ascend", "0.13.0", (_ASCEND,)),
     Release("vllm-ascend", "0.18.0", (_ASCEND,)),
     Release("vllm-ascend", "0.23.0", (_ASCEND,)),
+    # from here on, some releases ship only an sdist (0.24.0rc1 has wheels)
+    Release("vllm-ascend", "0.23.0.post1", (_ASCEND,), sdist=True),
+    Release("vllm-ascend", "0.24.0rc1", (_ASCEND,)),
+    Release("vllm-ascend", "0.27.1rc1", (_ASCEND,), sdist=True),
+    Release("vllm-ascend", "0.30.0rc2", (_ASCEND,), sdist=True),
     # SGLang: ModelRunner
     Release("sglang", "0.4.6", (_SGLANG,)),
     Release("sglang", "0.4.9", (_SGLANG,)),
@@ -213,7 +241,7 @@ def _marker_path(rel: Release) -> Path:
     return CACHE / "wheels" / (rel.key + ".json")
 
 
-def _root_complete(rel: Release, root: Path) -> bool:
+def _root_complete(rel: Release, root: Path, optional: Sequence[str] = ()) -> bool:
     info_file = root / ".realwheels-release.json"
     if not info_file.is_file():
         return False
@@ -222,7 +250,11 @@ def _root_complete(rel: Release, root: Path) -> bool:
     except ValueError:
         return False
     # a root holding more targets than asked still serves (branches that list fewer files share the cache)
-    if info.get("layout") != _LAYOUT or not set(rel.files) <= set(info.get("targets", [])):
+    targets = set(info.get("targets", []))
+    if info.get("layout") != _LAYOUT or not set(rel.files) <= targets:
+        return False
+    unknown = set(optional) - targets - set(info.get("absent", []))  # each one looked for: there, or known absent
+    if unknown and unknown & set(_record_paths(root)):  # one the release ships was not extracted
         return False
     return (
         all((root / f).is_file() for f in rel.files)
@@ -231,11 +263,19 @@ def _root_complete(rel: Release, root: Path) -> bool:
     )
 
 
+def _record_paths(root: Path) -> List[str]:
+    records = sorted(root.glob("*.dist-info/RECORD"))
+    if len(records) != 1:
+        return []
+    with open(str(records[0]), newline="", encoding="utf-8") as fh:
+        return [row[0] for row in csv.reader(fh) if row and row[0]]
+
+
 @contextlib.contextmanager
-def _locked(rel: Release) -> Iterator[None]:
+def _locked(name: str) -> Iterator[None]:
     lock_dir = CACHE / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / (rel.key + ".lock"), "w") as fh:
+    with open(lock_dir / (name + ".lock"), "w") as fh:
         if fcntl is not None:
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -245,7 +285,21 @@ def _locked(rel: Release) -> Iterator[None]:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _pip_download(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
+class _NoWheel(RealWheelError):
+    """The registry has no wheel of the release for any tag tried (it may have an sdist)."""
+
+
+def _registry_hint() -> str:
+    return ("Tests that need real target files do not skip: make the registry reachable "
+            "(pip's own PIP_INDEX_URL etc. are honoured) or pre-fill the cache at %s "
+            "with `python tests/realwheels.py --all` where it is." % CACHE)
+
+
+def _run_pip(args: List[str], env: Optional[Dict[str, str]] = None) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env)
+
+
+def _pip_download_wheel(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
     """Download the wheel of ``rel`` into ``dest``; return it and the pip args used."""
     errors: List[str] = []
     for py, platforms in _TAG_ATTEMPTS:
@@ -260,8 +314,7 @@ def _pip_download(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
         for p in platforms:
             args += ["--platform", p]
         args += [rel.spec, "-d", str(dest)]
-        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True)
+        proc = _run_pip(args)
         wheels = sorted(dest.glob("*.whl"))
         if proc.returncode == 0 and wheels:
             return wheels[0], args[3:-2]
@@ -271,30 +324,111 @@ def _pip_download(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
         # (network, registry error) would fail the same way again.
         if "No matching distribution" not in proc.stdout and "from versions:" not in proc.stdout:
             break
+    else:
+        raise _NoWheel("%s has no wheel for any tag tried\n\n%s" % (rel.spec, "\n\n".join(errors)))
     raise RealWheelError(
-        "could not download the wheel of %s from the package registry.\n"
-        "Tests that need real target files do not skip: make the registry reachable "
-        "(pip's own PIP_INDEX_URL etc. are honoured) or pre-fill the cache at %s "
-        "with `python tests/realwheels.py --all` where it is.\n\n%s"
-        % (rel.spec, CACHE, "\n\n".join(errors))
+        "could not download the wheel of %s from the package registry.\n%s\n\n%s"
+        % (rel.spec, _registry_hint(), "\n\n".join(errors))
     )
+
+
+# What preparing an sdist's metadata needs besides pip (see the module's docstring):
+# the packages put on PYTHONPATH, and per distribution the environment its setup.py asks for.
+_SDIST_TOOLS = ("setuptools>=64", "setuptools-scm>=8")
+_SDIST_ENV: Dict[str, Dict[str, str]] = {
+    # setup.py asks npu-smi for the chip unless SOC_VERSION names one; no kernels are compiled for metadata
+    "vllm-ascend": {"SOC_VERSION": "ascend910b1", "COMPILE_CUSTOM_KERNELS": "0"},
+}
+
+
+def _build_tools() -> Path:
+    """A folder with :data:`_SDIST_TOOLS` (pip install --target), installed once and shared."""
+    key = hashlib.sha256("\n".join(_SDIST_TOOLS).encode()).hexdigest()[:12]
+    tools = CACHE / "build-tools" / key
+    done = tools / ".complete"
+    if done.is_file():
+        return tools
+    with _locked("build-tools-" + key):
+        if done.is_file():
+            return tools
+        tools.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-%s-" % key, dir=str(tools.parent)))
+        try:
+            proc = _run_pip([sys.executable, "-m", "pip", "install", "--target", str(tmp), "--no-cache-dir",
+                             "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "--quiet"]
+                            + list(_SDIST_TOOLS))
+            if proc.returncode != 0:
+                raise RealWheelError("could not install %s, which reading an sdist's metadata needs:\n%s"
+                                     % (" ".join(_SDIST_TOOLS), proc.stdout.strip()[-2000:]))
+            (tmp / ".complete").write_text(" ".join(_SDIST_TOOLS) + "\n")
+            if tools.exists():
+                shutil.rmtree(str(tools), ignore_errors=True)
+            os.rename(str(tmp), str(tools))
+        finally:
+            shutil.rmtree(str(tmp), ignore_errors=True)
+    return tools
+
+
+def _pip_download_sdist(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
+    """Download the sdist of ``rel`` into ``dest``; return it and the pip args used."""
+    args = [
+        sys.executable, "-m", "pip", "download",
+        "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+        "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "--no-cache-dir",
+        rel.spec, "-d", str(dest),
+    ]
+    extra = dict(_SDIST_ENV.get(canonicalize_name(rel.dist), {}))
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(_build_tools())] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    proc = _run_pip(args, env)
+    got = sorted(p for p in dest.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz")))
+    if proc.returncode == 0 and got:
+        return got[0], args[3:-3] + ["%s=%s" % kv for kv in sorted(extra.items())]
+    tail = "\n".join(proc.stdout.strip().splitlines()[-12:])
+    raise RealWheelError(
+        "could not download the sdist of %s from the package registry (pip prepares an sdist's metadata while "
+        "downloading it: tests/realwheels.py _SDIST_ENV and _SDIST_TOOLS say what it is given).\n%s\n\nexit %d\n%s"
+        % (rel.spec, _registry_hint(), proc.returncode, tail)
+    )
+
+
+def _pip_download(rel: Release, dest: Path) -> Tuple[Path, List[str]]:
+    """The wheel of ``rel``, or its sdist where the table says so or no wheel fits any tag tried."""
+    if rel.sdist:
+        return _pip_download_sdist(rel, dest)
+    try:
+        return _pip_download_wheel(rel, dest)
+    except _NoWheel as no_wheel:
+        try:
+            return _pip_download_sdist(rel, dest)
+        except RealWheelError as exc:
+            raise RealWheelError("%s\n\n(before that: %s)" % (exc, str(no_wheel).splitlines()[0])) from None
 
 
 def download(dist: str, version: str, dest: Path) -> Path:
     """Download the whole wheel of ``dist==version`` into ``dest`` and return it (kept, not extracted)."""
     with tempfile.TemporaryDirectory(dir=str(dest)) as tmp:
-        got = _pip_download(Release(dist, version, ()), Path(tmp))[0]
+        got = _pip_download_wheel(Release(dist, version, ()), Path(tmp))[0]
         return Path(shutil.move(str(got), str(dest / got.name)))
 
 
-def _extract(rel: Release, wheel: Path, dest: Path) -> List[str]:
+def _write(dest: Path, name: str, data: bytes) -> None:
+    target = dest.joinpath(*PurePosixPath(name).parts)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _missing(rel: Release, archive: Path, names: Sequence[str]) -> RealWheelError:
+    return RealWheelError("%s (%s) does not contain %s" % (rel.spec, archive.name, ", ".join(names)))
+
+
+def _extract_wheel(rel: Release, wheel: Path, dest: Path, optional: Sequence[str] = ()) -> List[str]:
     with zipfile.ZipFile(str(wheel)) as zf:
         names = set(zf.namelist())
         missing = [f for f in rel.files if f not in names]
         if missing:
-            raise RealWheelError(
-                "%s (%s) does not contain %s" % (rel.spec, wheel.name, ", ".join(missing))
-            )
+            raise _missing(rel, wheel, missing)
+        files = list(rel.files) + [f for f in optional if f in names and f not in rel.files]
         metadata = sorted(
             n for n in names
             if n.endswith(".dist-info/METADATA") and n.count("/") == 1
@@ -307,32 +441,103 @@ def _extract(rel: Release, wheel: Path, dest: Path) -> List[str]:
         if record not in names:
             raise RealWheelError("%s: no %s" % (wheel.name, record))
         metadata.append(record)
-        inits = [i for i in _package_inits(rel.files) if i in names]
+        inits = [i for i in _package_inits(files) if i in names]
         top = sorted({PurePosixPath(f).parts[0] + "/__init__.py" for f in rel.files})
-        if not any(t in names for t in top):
+        if top and not any(t in names for t in top):
             raise RealWheelError("%s: no top-level package __init__.py among %r" % (wheel.name, top))
-        wanted = list(rel.files) + inits + metadata
+        wanted = files + inits + metadata
         for name in wanted:
-            target = dest.joinpath(*PurePosixPath(name).parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(name) as src, open(str(target), "wb") as out:
-                shutil.copyfileobj(src, out)
+            with zf.open(name) as src:
+                _write(dest, name, src.read())
     return wanted
 
 
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+
+
+def _sdist_files(archive: Path) -> Iterator[Tuple[str, bytes]]:
+    """(path inside the archive, contents) of each regular file of an sdist (.tar.* or .zip)."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(str(archive)) as zf:
+            for info in zf.infolist():
+                if not info.is_dir():
+                    yield info.filename, zf.read(info)
+        return
+    with tarfile.open(str(archive)) as tf:
+        for member in tf:
+            if member.isfile():
+                fh = tf.extractfile(member)
+                if fh is not None:
+                    yield member.name, fh.read()
+
+
+def _extract_sdist(rel: Release, sdist: Path, dest: Path, optional: Sequence[str] = ()) -> List[str]:
+    """Lay the targets of a source-only release out as an install of it would (see the module's docstring)."""
+    contents: Dict[str, bytes] = {}
+    for name, data in _sdist_files(sdist):
+        parts = PurePosixPath(name).parts
+        if len(parts) < 2 or ".." in parts or PurePosixPath(name).is_absolute():
+            continue  # an sdist's files are under one top folder, <name>-<version>/
+        contents["/".join(parts[1:])] = data
+    info = contents.get("PKG-INFO")
+    if info is None:
+        raise RealWheelError("%s: no PKG-INFO at the top of the sdist" % sdist.name)
+    headers = email.parser.BytesParser().parsebytes(info, headersonly=True)
+    name, version = headers.get("Name", ""), headers.get("Version", "")
+    if canonicalize_name(name) != canonicalize_name(rel.dist) or Version(version) != Version(rel.version):
+        raise RealWheelError("%s: PKG-INFO says %s %s, not %s" % (sdist.name, name, version, rel.spec))
+    # the packages are at the top of the sdist, or under src/
+    asked = list(rel.files) + [f for f in optional if f not in rel.files]
+    base = "src/" if not any(f in contents for f in asked) and any("src/" + f in contents for f in asked) else ""
+    installed = {n[len(base):]: data for n, data in contents.items() if n.startswith(base)}
+    missing = [f for f in rel.files if f not in installed]
+    if missing:
+        raise _missing(rel, sdist, missing)
+    files = [f for f in asked if f in installed]
+    tops = {PurePosixPath(f).parts[0] for f in files}
+    for n, data in contents.items():  # what setuptools says the top-level packages are
+        if n.endswith(".egg-info/top_level.txt") and n.count("/") == base.count("/") + 1:
+            tops.update(line.strip() for line in data.decode("utf-8", "replace").splitlines() if line.strip())
+    package_files = sorted(n for n in installed if PurePosixPath(n).parts[0] in tops)
+    inits = [i for i in _package_inits(files) if i in installed]
+    if rel.files and not any(PurePosixPath(f).parts[0] + "/__init__.py" in installed for f in rel.files):
+        raise RealWheelError("%s: no top-level package __init__.py for %r" % (sdist.name, list(rel.files)))
+    for n in files + inits:
+        _write(dest, n, installed[n])
+    dist_info = "%s-%s.dist-info" % (canonicalize_name(name).replace("-", "_"), version)
+    metadata = ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)).encode()
+    rows = [(n, _record_hash(installed[n]), str(len(installed[n]))) for n in package_files]
+    rows.append((dist_info + "/METADATA", _record_hash(metadata), str(len(metadata))))
+    rows.append((dist_info + "/RECORD", "", ""))
+    record = io.StringIO()
+    csv.writer(record, lineterminator="\n").writerows(rows)
+    _write(dest, dist_info + "/METADATA", metadata)
+    _write(dest, dist_info + "/RECORD", record.getvalue().encode())
+    return files + inits + [dist_info + "/METADATA", dist_info + "/RECORD"]
+
+
 def fetch(dist: str, version: str) -> Dict[str, object]:
-    """Make sure the root of ``dist==version`` exists; return what was done.
+    """Make sure the root of ``dist==version`` (a release of the table) exists; return what was done.
 
     The returned dict has ``root``, ``cached`` (True when nothing was
-    downloaded), and after a download ``wheel``, ``wheel_bytes``,
-    ``download_s`` and ``extract_s``.
+    downloaded), and after a download ``kind`` (wheel or sdist), ``file``,
+    ``bytes``, ``download_s`` and ``extract_s``.
     """
-    rel = release(dist, version)
+    return fetch_release(release(dist, version))
+
+
+def fetch_release(rel: Release, optional: Sequence[str] = ()) -> Dict[str, object]:
+    """:func:`fetch` for any release, in the table or not (``scripts/sweep.py`` fetches releases newer than it).
+
+    ``optional`` files are extracted where the release has them; the root records which it lacks, so a second call
+    asking for the same files downloads nothing.
+    """
     root = _root_dir(rel)
-    if _root_complete(rel, root):
+    if _root_complete(rel, root, optional):
         return {"root": root, "cached": True}
-    with _locked(rel):
-        if _root_complete(rel, root):  # another process finished while we waited
+    with _locked(rel.key):
+        if _root_complete(rel, root, optional):  # another process finished while we waited
             return {"root": root, "cached": True}
         wheels_dir = CACHE / "wheels"
         roots_dir = root.parent
@@ -342,21 +547,25 @@ def fetch(dist: str, version: str) -> Dict[str, object]:
         tmp_root = Path(tempfile.mkdtemp(prefix=".tmp-%s-" % rel.key, dir=str(roots_dir)))
         try:
             t0 = time.monotonic()
-            wheel, pip_args = _pip_download(rel, dl_dir)
+            got, pip_args = _pip_download(rel, dl_dir)
             t1 = time.monotonic()
-            wheel_bytes = wheel.stat().st_size
-            extracted = _extract(rel, wheel, tmp_root)
+            kind = "wheel" if got.name.endswith(".whl") else "sdist"
+            extract = _extract_wheel if kind == "wheel" else _extract_sdist
+            extracted = extract(rel, got, tmp_root, optional)
             t2 = time.monotonic()
+            targets = sorted(set(rel.files) | {f for f in optional if f in extracted})
             info = {
                 "layout": _LAYOUT,
                 "dist": rel.dist,
                 "version": rel.version,
-                "wheel": wheel.name,
-                "wheel_bytes": wheel_bytes,
+                "kind": kind,
+                "file": got.name,
+                "bytes": got.stat().st_size,
                 "download_s": round(t1 - t0, 2),
                 "extract_s": round(t2 - t1, 2),
                 "pip_args": pip_args,
-                "targets": list(rel.files),
+                "targets": targets,
+                "absent": sorted(set(optional) - set(targets)),
                 "extracted": extracted,
             }
             (tmp_root / ".realwheels-release.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -383,13 +592,14 @@ def release_root(dist: str, version: str) -> Path:
 
 
 def wheel_files(dist: str, version: str) -> List[str]:
-    """Every path the released wheel contains (from its ``RECORD``), extracted or not."""
+    """Every path the released wheel contains (from its ``RECORD``), extracted or not.
+
+    For a source-only release: the sdist's files of its top-level packages, at their installed paths.
+    """
     root = release_root(dist, version)
-    records = sorted(root.glob("*.dist-info/RECORD"))
-    if len(records) != 1:
+    if len(list(root.glob("*.dist-info/RECORD"))) != 1:
         raise RealWheelError("%s: expected one RECORD in %s" % (dist, root))
-    with open(str(records[0]), newline="", encoding="utf-8") as fh:
-        return [row[0] for row in csv.reader(fh) if row and row[0]]
+    return _record_paths(root)
 
 
 def target_path(dist: str, version: str, relpath: str) -> Path:
@@ -425,7 +635,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.list:
         for r in RELEASES:
             state = "cached" if _root_complete(r, _root_dir(r)) else "missing"
-            print("%-22s %-7s %s" % (r.spec, state, " ".join(r.files)))
+            print("%-26s %-7s %s" % (r.spec, state, " ".join(r.files)))
         print("cache: %s" % CACHE)
         return 0
     if args.all:
@@ -446,17 +656,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             info = fetch(r.dist, r.version)
         except RealWheelError as exc:
             failed += 1
-            print("%-22s FAILED\n%s" % (r.spec, exc), flush=True)
+            print("%-26s FAILED\n%s" % (r.spec, exc), flush=True)
             continue
         if info["cached"]:
-            print("%-22s cached  %s" % (r.spec, info["root"]), flush=True)
+            print("%-26s cached  %s" % (r.spec, info["root"]), flush=True)
             continue
-        size = int(info["wheel_bytes"])  # type: ignore[arg-type]
+        size = int(info["bytes"])  # type: ignore[arg-type]
         total_bytes += size
         total_s += time.monotonic() - t0
         print(
-            "%-22s %8.1f MB  download %6.1f s  extract %4.1f s  %s"
-            % (r.spec, size / 1e6, info["download_s"], info["extract_s"], info["wheel"]),
+            "%-26s %8.1f MB  download %6.1f s  extract %4.1f s  %s"
+            % (r.spec, size / 1e6, info["download_s"], info["extract_s"], info["file"]),
             flush=True,
         )
     print("downloaded %.1f MB in %.1f s; %d failed" % (total_bytes / 1e6, total_s, failed))

@@ -14,6 +14,7 @@ import ast
 import shutil
 
 import pytest
+from packaging.version import Version
 
 from patchkit import api
 from patchkit.core.errors import AnchorError, TargetError
@@ -146,14 +147,13 @@ def _check_placement(recipe_id, option, tree):
         raise AssertionError(f"add a placement check for {recipe_id}")
 
 
-@pytest.mark.parametrize("recipe_id,dist,version", PAIRS, ids=[f"{r}@{v}" for r, d, v in PAIRS])
-def test_recipe_applies_in_place_and_reverts_exactly(tmp_path, recipe_id, dist, version):
+def _applies_in_place_and_reverts(tmp_path, recipe_id, dist, version, **checks):
     for option in OPTIONS.get(recipe_id, [""]):
         root = _root(tmp_path / option.replace("=", "-").replace(" ", "_") if option else tmp_path, dist, version)
         before = snapshot(root)
         ledger = Ledger(tmp_path / "state")
         settings = api.load(recipe_id, option.split())
-        outcomes = api.apply(settings, str(root), ledger=ledger)
+        outcomes = api.apply(settings, str(root), ledger=ledger, **checks)
         assert [o.state for o in outcomes] == ["patched"]
         path = outcomes[0].path
         text = path.read_text(encoding="utf-8")
@@ -162,9 +162,14 @@ def test_recipe_applies_in_place_and_reverts_exactly(tmp_path, recipe_id, dist, 
         added = set(text.splitlines()) - set(before[outcomes[0].relpath].decode().splitlines())
         assert added and all(f"# patchkit:{recipe_id}" in line for line in added)
         _check_placement(recipe_id, option, tree)
-        assert [o.state for o in api.apply(settings, str(root), ledger=ledger)] == ["already applied"]
+        assert [o.state for o in api.apply(settings, str(root), ledger=ledger, **checks)] == ["already applied"]
         api.revert([recipe_id], ledger=ledger)
         assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("recipe_id,dist,version", PAIRS, ids=[f"{r}@{v}" for r, d, v in PAIRS])
+def test_recipe_applies_in_place_and_reverts_exactly(tmp_path, recipe_id, dist, version):
+    _applies_in_place_and_reverts(tmp_path, recipe_id, dist, version)
 
 
 @pytest.mark.parametrize("recipe_id,dist,version", OUTSIDE, ids=[f"{r}@{v}" for r, d, v in OUTSIDE])
@@ -218,6 +223,44 @@ def test_a_release_past_the_range_is_patched_by_its_structure_or_refused_naming_
     skipped = api.plan(settings, str(root), skip_version_check=True, strict_versions=True)
     assert plan.diff() == skipped.diff() and plan.diff()
     assert plan.version_note.startswith(f"{dist} {version} is newer than the releases {recipe_id} is proven on")
+    _applies_in_place_and_reverts(tmp_path / "placed", recipe_id, dist, version)  # where the proven releases have them
+
+
+def _newest_proven():
+    """Each recipe with the newest release it is proven on, and the range it had the day before that release."""
+    out = []
+    for s in api.all_recipes():
+        mine = sorted((v for r, d, v in PAIRS if r == s.id), key=Version)
+        if mine:
+            earlier = [v for v in mine if Version(v) < Version(mine[-1])]
+            low = s.recipe.target.versions.split(",")[0]
+            out.append((s.id, mine[-1], f"{low},<={earlier[-1]}" if earlier else f"{low},<{mine[-1]}"))
+    return out
+
+
+@pytest.mark.parametrize("recipe_id,version,day_before", _newest_proven(), ids=[r for r, v, d in _newest_proven()])
+def test_the_release_that_came_out_this_morning_is_patched_as_with_the_check_skipped_and_says_so(
+        tmp_path, recipe_id, version, day_before):
+    """Every recipe on the newest release of its target, with the range it had before that release was proven: the
+    diff exits 0, says once that the version is past the range, and inserts the lines --skip-version-check did."""
+    from click.testing import CliRunner
+
+    from patchkit.cli.commands import main
+
+    dist = api.load(recipe_id).recipe.target.distribution
+    root = _root(tmp_path, dist, version)
+    mine = _narrowed(tmp_path, recipe_id, day_before)
+    before = snapshot(root)
+    shown = CliRunner().invoke(main, ["diff", str(mine), "--root", str(root)])
+    assert shown.exit_code == 0, shown.output
+    said = f"note: {dist} {version} is newer than the releases {recipe_id} is proven on ({day_before}"
+    assert shown.stderr.count(said) == 1, shown.stderr
+    skipped = CliRunner().invoke(main, ["diff", str(mine), "--root", str(root), "--skip-version-check",
+                                        "--strict-versions"])
+    assert skipped.exit_code == 0 and shown.stdout == skipped.stdout and "+++ b/" in shown.stdout
+    strict = CliRunner().invoke(main, ["diff", str(mine), "--root", str(root), "--strict-versions"])
+    assert strict.exit_code == 1 and "only releases it is proven on" in strict.stderr
+    assert snapshot(root) == before
 
 
 def _narrowed(tmp_path, recipe_id, versions, files=None):

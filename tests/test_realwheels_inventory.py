@@ -2,8 +2,8 @@
 
 Every recipe names a file, a class and a method in a specific release of
 vllm-ascend, SGLang, verl or vLLM (see the shared TARGETS.md reference).  This
-test fetches each of those 21 releases through ``tests/realwheels.py`` and
-checks that the files are there, parse, and define the classes and methods at
+test fetches each release of ``tests/realwheels.py``'s table (wheels, or the
+sdist of a source-only release) and checks that the files are there, parse, and define the classes and methods at
 the lines and with the return counts the reference gives, and that the files
 the reference says were removed really are gone.  Nothing is skipped: a
 release that cannot be fetched is an error.
@@ -12,6 +12,7 @@ release that cannot be fetched is an error.
 from __future__ import annotations
 
 import ast
+import csv
 from typing import Dict, Iterator, Optional, Tuple, Union
 
 import pytest
@@ -102,7 +103,7 @@ def _workers(tmb: int) -> Dict[str, Dict[str, MethodFacts]]:
     return {"TrainingWorker": {"train_mini_batch": (tmb, 1)}}
 
 
-# Line numbers and return counts from TARGETS.md (1-based lines in the file inside the wheel).
+# Line numbers and return counts from TARGETS.md (1-based lines in the file inside the wheel or sdist).
 INVENTORY: Dict[Tuple[str, str], Inventory] = {
     ("vllm-ascend", "0.9.1"): {
         _ASCEND_V1: _npu(57, 220, 1),
@@ -113,6 +114,11 @@ INVENTORY: Dict[Tuple[str, str], Inventory] = {
     ("vllm-ascend", "0.13.0"): {_ASCEND: _npu(84, 313, 4)},
     ("vllm-ascend", "0.18.0"): {_ASCEND: _npu(78, 363, 4)},
     ("vllm-ascend", "0.23.0"): {_ASCEND: _npu(90, 611, 4)},
+    # newer than TARGETS.md: lines from the releases themselves (0.23.0.post1, 0.27.1rc1, 0.30.0rc2: sdists only)
+    ("vllm-ascend", "0.23.0.post1"): {_ASCEND: _npu(90, 611, 4)},
+    ("vllm-ascend", "0.24.0rc1"): {_ASCEND: _npu(91, 597, 4)},
+    ("vllm-ascend", "0.27.1rc1"): {_ASCEND: _npu(115, 649, 5)},  # + return None for Model Runner V2 under PP
+    ("vllm-ascend", "0.30.0rc2"): {_ASCEND: _npu(123, 757, 5)},
     ("sglang", "0.4.6"): {_SGLANG: _runner(106, 1019, 4)},
     ("sglang", "0.4.9"): {_SGLANG: _runner(153, 1460, 1)},
     ("sglang", "0.5.1"): {_SGLANG: _runner(162, 1738, 1)},
@@ -147,6 +153,10 @@ REMOVED: Dict[Tuple[str, str], Tuple[str, ...]] = {
     ("vllm-ascend", "0.13.0"): (_ASCEND_V1,),
     ("vllm-ascend", "0.18.0"): (_ASCEND_V1,),
     ("vllm-ascend", "0.23.0"): (_ASCEND_V1,),
+    ("vllm-ascend", "0.23.0.post1"): (_ASCEND_V1,),
+    ("vllm-ascend", "0.24.0rc1"): (_ASCEND_V1,),
+    ("vllm-ascend", "0.27.1rc1"): (_ASCEND_V1,),
+    ("vllm-ascend", "0.30.0rc2"): (_ASCEND_V1,),
     ("verl", "0.4.1"): (_BASE, _WORKERS, _REPLICA),
     # 0.5.0 ships an earlier engine prototype (engine/base.py with an abstract
     # train_batch, fsdp/engine_impl.py), but not the engine files the recipes target.
@@ -237,3 +247,62 @@ def test_verl_from_0_8_has_no_actor_package():
         assert not (realwheels.release_root("verl", version) / _DP).exists()
     for version in ("0.4.1", "0.5.0", "0.6.1", "0.7.1"):
         assert _DP in realwheels.wheel_files("verl", version)
+
+
+SOURCE_ONLY = [(r.dist, r.version) for r in realwheels.RELEASES if r.sdist]
+
+
+def test_the_table_marks_the_source_only_releases():
+    assert SOURCE_ONLY == [("vllm-ascend", "0.23.0.post1"), ("vllm-ascend", "0.27.1rc1"), ("vllm-ascend", "0.30.0rc2")]
+
+
+@pytest.mark.parametrize("dist,version", SOURCE_ONLY, ids=["%s-%s" % k for k in SOURCE_ONLY])
+def test_a_source_only_release_looks_installed(dist: str, version: str):
+    """The root of an sdist: a dist-info named and versioned from PKG-INFO, whose RECORD holds the package's
+    files at their installed paths with the hashes of the files extracted."""
+    root = realwheels.release_root(dist, version)
+    (info,) = root.glob("*.dist-info")
+    name = dist.replace("-", "_")
+    assert info.name == "%s-%s.dist-info" % (name, version)
+    assert (info / "METADATA").read_text() == "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)
+    rows = {row[0]: row[1:] for row in csv.reader((info / "RECORD").read_text().splitlines())}
+    assert rows["%s/RECORD" % info.name] == ["", ""]
+    assert all(p.startswith((name + "/", info.name + "/")) for p in rows)  # no setup.py, tests/, csrc/ ...
+    for relpath in realwheels.release(dist, version).files + ("%s/__init__.py" % name,):
+        data = (root / relpath).read_bytes()
+        assert rows[relpath] == [realwheels._record_hash(data), str(len(data))], relpath
+
+
+def _sdist(tmp_path, top, files):
+    import io
+    import tarfile
+
+    path = tmp_path / (top + ".tar.gz")
+    with tarfile.open(str(path), "w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            member = tarfile.TarInfo("%s/%s" % (top, name))
+            member.size = len(data)
+            tf.addfile(member, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("base", ["", "src/"])
+def test_an_sdist_is_laid_out_as_its_install(tmp_path, base):
+    """No registry: an sdist made here, flat or with src/, gives the targets, their packages' __init__.py, and a
+    dist-info whose RECORD lists only the top-level packages' files."""
+    files = {"PKG-INFO": "Metadata-Version: 2.4\nName: Demo.Pkg\nVersion: 1.2rc1\nSummary: x\n\nbody\n",
+             "setup.py": "", base + "demo/__init__.py": "", base + "demo/a/__init__.py": "",
+             base + "demo/a/b.py": "class B: pass\n", base + "demo/c.py": "", base + "extra/__init__.py": "",
+             base + "demo_pkg.egg-info/top_level.txt": "demo\nextra\n", base + "tests/test_b.py": ""}
+    rel = realwheels.Release("demo-pkg", "1.2rc1", ("demo/a/b.py",), sdist=True)
+    out = tmp_path / "root"
+    got = realwheels._extract_sdist(rel, _sdist(tmp_path, "demo_pkg-1.2rc1", files), out, ["demo/c.py", "demo/d.py"])
+    assert got == ["demo/a/b.py", "demo/c.py", "demo/__init__.py", "demo/a/__init__.py",
+                   "demo_pkg-1.2rc1.dist-info/METADATA", "demo_pkg-1.2rc1.dist-info/RECORD"]
+    assert (out / "demo/a/b.py").read_text() == "class B: pass\n"
+    record = [row[0] for row in csv.reader((out / "demo_pkg-1.2rc1.dist-info/RECORD").read_text().splitlines())]
+    assert record == ["demo/__init__.py", "demo/a/__init__.py", "demo/a/b.py", "demo/c.py", "extra/__init__.py",
+                      "demo_pkg-1.2rc1.dist-info/METADATA", "demo_pkg-1.2rc1.dist-info/RECORD"]
+    with pytest.raises(realwheels.RealWheelError, match="PKG-INFO says Demo.Pkg 1.2rc1, not demo-pkg==1.2"):
+        realwheels._extract_sdist(rel._replace(version="1.2"), _sdist(tmp_path, "x-1.2", files), tmp_path / "r2")
