@@ -232,3 +232,25 @@ def test_skip_version_check_reaches_every_node(nodes, tmp_path):
         assert MARK in n.target.read_text()
     run("revert", "--ray", address, "--all")
     assert {n.name: snapshot(n.root) for n in (a, b)} == before
+
+
+def test_a_version_past_the_range_is_patched_on_every_node_with_its_note_unless_strict(nodes, tmp_path):
+    """Both nodes hold verl 0.6.1; a copy of the recipe proven up to 0.5 patches it, each node saying so; strict
+    (the flag, or the driver's PATCHKIT_STRICT_VERSIONS) refuses it on every node."""
+    address, a, b = nodes
+    from conftest import RECIPES
+
+    mine = tmp_path / "mine" / f"{RECIPE}.yaml"
+    mine.parent.mkdir()
+    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.4,<=0.7.1"', 'versions: ">=0.4,<=0.5.0"'))
+    before = {n.name: snapshot(n.root) for n in (a, b)}
+    shown = run("diff", str(mine), "--ray", address)
+    for n in (a, b):
+        [line] = node_lines(shown.stderr, n)
+        assert "1 file(s) would change" in line and "note: verl 0.6.1 is newer than the releases" in line
+    refused = run("diff", str(mine), "--ray", address, "--strict-versions", code=1)
+    assert all("only releases it is proven on" in node_lines(refused.stderr, n)[0] for n in (a, b))
+    refused = CliRunner().invoke(main, ["apply", str(mine), "--ray", address], env={"PATCHKIT_STRICT_VERSIONS": "1"})
+    assert refused.exit_code == 1 and all("only releases it is proven on" in node_lines(refused.output, n)[0]
+                                          for n in (a, b))
+    assert {n.name: snapshot(n.root) for n in (a, b)} == before

@@ -213,3 +213,11 @@ def test_new_on_code_with_no_metadata_writes_a_recipe_without_a_range_that_tests
     assert "patched:" in applied.stderr and "note:" not in applied.stderr.split("traces go to")[0]
     run("revert", "mine")
     assert snapshot(src) == before
+
+
+@pytest.mark.parametrize("declared", ["unknown", "main"])
+def test_installed_metadata_with_a_version_that_is_not_pep_440_is_no_version_with_a_note(tree, declared):
+    root = release(tree, declared)
+    result = run("diff", "verl-fsdp-update", "--root", root)
+    assert f"note: verl declares the version {declared!r} (verl metadata in" in result.stderr
+    assert "which is not a PEP 440 version: read as no version" in result.stderr and "+++ b/" in result.stdout
