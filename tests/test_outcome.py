@@ -19,7 +19,7 @@ PRINTED = {
               "reverted without a backup (no record; marked lines taken out)", "already original", "replaced",
               "missing"],
     Status: ["applied", "edited since apply", "replaced (reinstalled?)", "reverted outside patchkit", "missing",
-             "applied (no record)", "interrupted"],
+             "not read (a link on the way, not a plain file, or too large)", "applied (no record)", "interrupted"],
     NodeState: ["would change", "already applied", "patched", "updated", "not applied", "rolled back",
                 "rollback failed", "left as it was", "reverted", "nothing to revert", "nothing applied", "failed"],
 }

@@ -94,13 +94,22 @@ def test_a_plan_that_fails_after_a_skipped_check_says_what_the_check_let_through
     assert exc.value.warnings == []
 
 
-def test_a_symlinked_file_is_planned_at_its_real_place(tree, tmp_path):
+def test_a_symlinked_file_is_planned_at_its_real_place_inside_the_root_and_refused_outside_it(tree, tmp_path):
     root = tree("verl-0.6")
-    real = tmp_path / "elsewhere.py"
+    real = root / "verl" / "workers" / "actor" / "dp_actor_impl.py"
     (root / DP).rename(real)
     (root / DP).symlink_to(real)
     [f] = planning.plan(load("verl-fsdp-update"), str(root)).files
-    assert f.path == real and f.via == f"through symlink {root / DP}"
+    assert f.path == real.resolve() and f.via == f"through symlink {root / DP}"
+    outside = tmp_path / "system" / "verl" / "workers" / "actor"
+    outside.mkdir(parents=True)
+    real.rename(outside / "dp_actor.py")
+    (root / DP).unlink()
+    (root / DP).symlink_to(outside / "dp_actor.py")
+    with pytest.raises(TargetError) as info:
+        planning.plan(load("verl-fsdp-update"), str(root))
+    assert f"is reached through a symbolic link to {(outside / 'dp_actor.py').resolve()}, outside" in info.value.message
+    assert f"--root {(tmp_path / 'system').resolve()}" in info.value.hint
 
 
 def test_files_to_patch_reads_no_target_when_the_version_is_refused(tree, monkeypatch):

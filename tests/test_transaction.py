@@ -181,8 +181,9 @@ def test_a_revert_that_would_leave_a_file_that_does_not_compile_writes_nothing(t
 
 
 @pytest.mark.parametrize("link", ["folder", "file"])
-def test_status_and_revert_under_root_see_what_apply_did_through_a_symlink(tree, tmp_path, link):
-    """--root names the folder apply was given; the ledger keeps the resolved file: both must meet."""
+def test_a_link_out_of_the_root_is_refused_and_the_folder_it_leads_to_is_the_root_to_pass(tree, tmp_path, link):
+    """A link out of --root is never written through; the folder it leads to, given as --root, is patched,
+    and status and revert under that root meet what apply did."""
     from click.testing import CliRunner
 
     from patchkit.cli.commands import main
@@ -199,11 +200,14 @@ def test_status_and_revert_under_root_see_what_apply_did_through_a_symlink(tree,
         (root / DP).symlink_to(real / DP)
     linked = root / ("verl" if link == "folder" else DP)
     cli = CliRunner()
-    assert cli.invoke(main, ["apply", R, "--root", str(root)]).exit_code == 0
-    assert linked.is_symlink() and (real / DP).read_bytes() != original  # patched through the link, link kept
-    status = cli.invoke(main, ["status", "--root", str(root)])
+    refused = cli.invoke(main, ["apply", R, "--root", str(root)])
+    assert refused.exit_code == 1 and "is reached through a symbolic link to" in refused.stderr
+    assert f"--root {real.resolve()}" in refused.stderr and (real / DP).read_bytes() == original
+    assert cli.invoke(main, ["apply", R, "--root", str(real)]).exit_code == 0
+    assert linked.is_symlink() and (real / DP).read_bytes() != original
+    status = cli.invoke(main, ["status", "--root", str(real)])
     assert status.exit_code == 0 and f"applied     {R}  {(real / DP).resolve()}" in status.stdout
-    reverted = cli.invoke(main, ["revert", "--all", "--root", str(root)])
+    reverted = cli.invoke(main, ["revert", "--all", "--root", str(real)])
     assert reverted.exit_code == 0 and "1 file(s) handled" in reverted.stderr
     assert (real / DP).read_bytes() == original and linked.is_symlink()
-    assert "nothing applied" in cli.invoke(main, ["status", "--root", str(root)]).stdout
+    assert "nothing applied" in cli.invoke(main, ["status", "--root", str(real)]).stdout

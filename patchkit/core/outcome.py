@@ -55,6 +55,7 @@ class Status(Shown):
     REPLACED = "replaced (reinstalled?)"
     REVERTED_OUTSIDE = "reverted outside patchkit"
     MISSING = "missing"
+    UNREADABLE = "not read (a link on the way, not a plain file, or too large)"
     NO_RECORD = "applied (no record)"  # patchkit lines no record of this PATCHKIT_HOME explains
     INTERRUPTED = "interrupted"  # a change a stopped patchkit left half-written; the next apply or revert ends it
 

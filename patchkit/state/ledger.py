@@ -26,8 +26,8 @@ from typing import Dict, Iterable, Iterator, Optional, Set
 
 from patchkit.state import ledger_format
 from patchkit.core import private
-from patchkit.core.errors import LedgerError, Location
-from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, atomic_write, hold, write_source
+from patchkit.core.errors import LedgerError, Location, TargetError
+from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, atomic_write, hold, read_target, write_source
 
 BACKUP_LIMIT = 256 * 1024 * 1024  # bytes; the largest target file is under 1 MB
 
@@ -194,7 +194,7 @@ class Ledger:
                 if pause and i:
                     time.sleep(pause)
                 write_source(Path(path), new, expected=old)
-        except Changed:
+        except (Changed, TargetError):  # changed, or now reached through a link: nothing written through it
             self.recover()  # the files written before it are put back; the caller may plan again
             raise
         except OSError as exc:
@@ -225,8 +225,8 @@ class Ledger:
                 with contextlib.suppress(OSError):
                     stale.unlink()
             try:
-                data = path.read_bytes()
-            except OSError:
+                data = read_target(path)
+            except (OSError, TargetError):  # gone, or no longer a plain file reached without links: not touched
                 continue
             current = sha256(data)
             if current == change["new"] and current != change["old"]:

@@ -196,8 +196,16 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
     link = installed.root / relpath
     path = link.resolve()
     via = f"through symlink {link}" if path != link.absolute() else ""
+    top = installed.root.resolve()
+    if via and top not in path.parents:
+        raise TargetError(f"{link} is reached through a symbolic link to {path}, outside {top}: patchkit patches "
+                          "only files inside the folder it was given", Location(str(link)),
+                          f"if that file is the one to patch, pass the folder that holds its package as the root "
+                          f"(--root {_root_of(path, relpath)}); otherwise remove the link")
+    from patchkit.state.targetfile import read_target
+
     try:
-        data = path.read_bytes()
+        data = read_target(path)
     except OSError as exc:
         raise TargetError(f"cannot read: {exc.strerror}", Location(str(path)), "check the file's permissions") from None
     text, encoding = decode(data, path)
@@ -207,6 +215,12 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
     outcome = engine.transform(text, settings, points, str(path))
     seen[key] = FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via)
     return seen[key]
+
+
+def _root_of(path: Path, relpath: str) -> Path:
+    """The folder that would hold ``relpath`` at ``path``: where the link leads, as a root."""
+    depth = len(Path(relpath).parts)
+    return path.parents[depth - 1] if depth <= len(path.parents) else path.parent
 
 
 def _check_no_foreign_marks(text: str, path: Path) -> None:

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import List, NamedTuple, Optional, TYPE_CHECKING, Tuple
 
 from patchkit.engine import marks
+from patchkit.core.errors import PatchkitError
 from patchkit.core.outcome import Status
+from patchkit.state.targetfile import read_target
 
 if TYPE_CHECKING:
     from patchkit.state.ledger import FileRecord, Ledger
@@ -77,9 +79,12 @@ def _status(led: Ledger, root: Optional[str] = None) -> List[FileStatus]:
             continue
         path = Path(rec.path)
         try:
-            data = path.read_bytes()
+            data = read_target(path)
         except FileNotFoundError:
             out.append(FileStatus(rec, Status.MISSING))
+            continue
+        except (OSError, PatchkitError):  # a link now on the way, not a plain file, too large: not read
+            out.append(FileStatus(rec, Status.UNREADABLE))
             continue
         digest = sha256(data)
         if digest == rec.patched_sha256:

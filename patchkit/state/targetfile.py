@@ -18,19 +18,89 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterator, Optional
 
 from patchkit.state import gitrepo
-from patchkit.core.errors import LedgerError, Location, LockedError
+from patchkit.core.errors import LedgerError, Location, LockedError, TargetError
 
 LOCK_TIMEOUT = float(os.environ.get("PATCHKIT_LOCK_TIMEOUT", "60"))
+LIMIT = 64 << 20  # no source file patchkit patches comes near it (SGLang's model_runner.py: about 150 KB)
+_NOFOLLOW, _NONBLOCK, _DIRECTORY = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_NONBLOCK", 0), getattr(os, "O_DIRECTORY", 0)
 
 
 class Changed(LedgerError):
     """The target file is not the one planned from: someone wrote it while patchkit worked."""
+
+
+def folder_of(path: Path) -> int:
+    """A descriptor of the folder holding ``path`` (an absolute path without links, as planning resolves it),
+    opened from ``/`` one folder at a time, following no link: a folder swapped for a link since is refused."""
+    path = Path(path)
+    fd = os.open("/", os.O_RDONLY | _DIRECTORY)
+    try:
+        for name in path.parent.parts[1:]:
+            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise TargetError(f"a folder on the way to {path} is now a symbolic link or not a folder: patchkit "
+                              "writes and reads targets only through the folders it planned from",
+                              Location(str(path)), "check who changed the package's folders, then run the command "
+                              "again") from None
+        raise
+    return fd
+
+
+def _open_file(dfd: int, path: Path) -> int:
+    """The target ``path`` opened for reading in its folder ``dfd``: a plain file, no link, no FIFO left waiting."""
+    try:
+        fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TargetError(f"{path} is now a symbolic link: patchkit writes and reads targets only as the plain "
+                              "files it planned from", Location(str(path)),
+                              "check who changed the file, then run the command again") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TargetError(f"{path} is not a plain file", Location(str(path)), "a recipe patches Python source files")
+    return fd
+
+
+def _read_open(fd: int, path: Path, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise TargetError(f"{path} is larger than any source file patchkit patches ({limit >> 20} MiB)",
+                          Location(str(path)), "check that the recipe names the right file")
+    return b"".join(chunks)
+
+
+def read_target(path: Path, limit: int = LIMIT) -> bytes:
+    """The bytes of a target file, read as :func:`write_source` will find it: through folders that are no links, a
+    plain file, at most ``limit`` bytes read (a sparse file that says it holds gigabytes is refused as it is read).
+    FileNotFoundError when it is not there."""
+    path = Path(path)
+    dfd = folder_of(path)
+    try:
+        fd = _open_file(dfd, path)
+        try:
+            return _read_open(fd, path, limit)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dfd)
 
 
 def hold(fd: int, timeout: float, holder: str, where: Optional[Location] = None) -> None:
@@ -64,23 +134,35 @@ def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
 def write_source(path: Path, data: bytes, expected: Optional[bytes] = None) -> None:
     """Replace a target file atomically, if it still holds ``expected``; drop its compiled copies.
 
+    The folder is reached from ``/`` without following a link (:func:`folder_of`) and locked on that descriptor;
+    the file is read again, the new text written to a new file there and renamed over it, all relative to that
+    descriptor: a folder or file swapped for a link after planning is refused, never written through.
     ``expected`` None: whatever it holds.  A compiled copy that git tracks (a
     checkout that commits its .pyc files) is kept: deleting it would be a
     change to the checkout.  Python still checks a .pyc against the source's
     size and time before using it.
     """
     path = Path(path)
-    with locked(path):
-        if expected is not None:
+    dfd = folder_of(path)
+    try:
+        hold(dfd, LOCK_TIMEOUT, f"process holds the lock of {path.parent} (patching a file there)", Location(str(path)))
+        try:
+            fd = _open_file(dfd, path)
+        except FileNotFoundError:
+            fd, now, st = None, None, None
+        if fd is not None:
             try:
-                now = path.read_bytes()
-            except FileNotFoundError:
-                now = None
-            if now != expected:
-                raise Changed("the file changed while patchkit worked on it (another program or patchkit "
-                              "wrote it); nothing of it was written", Location(str(path)),
-                              "run the command again; it plans from the file as it is now")
-        atomic_write(path, data)
+                st = os.fstat(fd)
+                now = _read_open(fd, path, max(LIMIT, len(expected or b"")))
+            finally:
+                os.close(fd)
+        if expected is not None and now != expected:
+            raise Changed("the file changed while patchkit worked on it (another program or patchkit "
+                          "wrote it); nothing of it was written", Location(str(path)),
+                          "run the command again; it plans from the file as it is now")
+        _replace(dfd, path.name, data, st)
+    finally:
+        os.close(dfd)
     stale = sorted(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
     if stale and gitrepo.work_tree(path) is not None:  # os.path only; git only inside a git work tree
         stale = _untracked(stale)
@@ -103,6 +185,32 @@ def _untracked(paths) -> list:
     if tracked is None:  # git cannot tell: keep them all
         return []
     return [p for p in paths if p not in tracked]
+
+
+def _replace(dfd: int, name: str, data: bytes, st: Optional[os.stat_result]) -> None:
+    """Write ``data`` to a new file in the folder ``dfd`` and rename it over ``name``, keeping its mode and owner
+    (``st``); the new file is removed on any failure (a full disk, a file size limit)."""
+    tmp = f".{name}.{os.getpid()}.{time.monotonic_ns()}.patchkit-tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            os.fchmod(fd, st.st_mode & 0o7777 if st else 0o644)
+            if st is not None and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+                with contextlib.suppress(OSError):
+                    os.fchown(fd, st.st_uid, st.st_gid)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    with contextlib.suppress(OSError):
+        os.fsync(dfd)
 
 
 def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:

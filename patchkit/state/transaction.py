@@ -179,10 +179,12 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     """What to do with one file: an outcome, and ``(path, old, new)`` when it is to be written."""
     from patchkit.state.ledger import sha256
 
+    from patchkit.state.targetfile import read_target
+
     path = Path(rec.path)
     label = ",".join(sorted(gone))
     try:
-        data = path.read_bytes()
+        data = read_target(path)
     except FileNotFoundError:
         return FileOutcome(path, rec.relpath, Outcome.MISSING, label), None
     digest = sha256(data)

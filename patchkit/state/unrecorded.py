@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from patchkit.engine import marks
 from patchkit.core.errors import LedgerError, Location, TargetError
+from patchkit.state.targetfile import read_target
 
 class Spot(NamedTuple):
     """A candidate file of a built-in recipe, where its package is installed."""
@@ -80,8 +81,8 @@ def find(explained: Mapping[str, Tuple[str, ...]], root: Optional[str] = None,
         data = current(spot.path) if current is not None else None
         if data is None:
             try:
-                data = spot.path.read_bytes()
-            except OSError:
+                data = read_target(spot.path)
+            except (OSError, TargetError):  # gone, or not a plain file reached without links: not patchkit's
                 continue
         if b"  # patchkit:" not in data:
             continue

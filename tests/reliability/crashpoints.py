@@ -52,9 +52,11 @@ def _boundary(side: str, dst) -> None:
 
 def _wrap(real):
     def renamed(src, dst, *args, **kwargs):
-        _boundary("before", dst)
+        folder = kwargs.get("dst_dir_fd")  # a target is renamed relative to its folder's descriptor
+        where = os.path.join(os.readlink(f"/proc/self/fd/{folder}"), dst) if folder is not None else dst
+        _boundary("before", where)
         result = real(src, dst, *args, **kwargs)
-        _boundary("after", dst)
+        _boundary("after", where)
         return result
 
     return renamed
