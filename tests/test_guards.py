@@ -140,4 +140,6 @@ def test_a_good_guard_validates_and_shows(tmp_path):
     assert CliRunner().invoke(main, ["validate", str(path)]).exit_code == 0
     shown = CliRunner().invoke(main, ["show", str(path)])
     assert shown.exit_code == 0
-    assert "    if getattr(self, 'ready', False) and self.rank % 2 == 0: _patchkit_runtime.step(" in shown.output
+    assert (", lambda: getattr(self, 'ready', False) and self.rank % 2 == 0)  # patchkit:g"
+            in shown.output), shown.output
+

@@ -29,7 +29,7 @@ def recorded(home):
 def test_apply_says_patched_then_already_applied_then_updated(tree):
     root = tree("verl-0.6")
     [first] = transaction.apply(load(R), str(root))
-    assert (first.state, first.detail, first.relpath, first.git) == (Outcome.PATCHED, "11 lines", DP, "")
+    assert (first.state, first.detail, first.relpath, first.git) == (Outcome.PATCHED, "12 lines", DP, "")
     assert first.path == (root / DP).resolve()
     [again] = transaction.apply(load(R), str(root))
     assert (again.state, again.detail) == (Outcome.ALREADY_APPLIED, "")

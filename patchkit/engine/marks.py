@@ -61,8 +61,9 @@ def applied_ids(text: str) -> List[str]:
     return ids
 
 
-# What patchkit writes before its marker (see patchkit.engine.codegen): the module header's lines, and a point's
-# statement, `if GUARD: ...` line or decorator, all calling _patchkit_runtime.
+# What patchkit writes before its marker (see patchkit.engine.lines): the module header's lines, and a point's
+# statement (`_patchkit_runtime.step(key, lambda: GUARD)`) or decorator, all calling _patchkit_runtime; and the
+# `if GUARD: _patchkit_runtime.step(key)` lines of versions that put the guard in an `if`.
 _WRITTEN = re.compile(r"""\s*(?:
     import\ patchkit\.runtime\ as\ _patchkit_runtime
   | except\ Exception\ as\ _patchkit_missing:
