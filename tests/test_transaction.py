@@ -207,3 +207,34 @@ def test_status_and_revert_under_root_see_what_apply_did_through_a_symlink(tree,
     assert reverted.exit_code == 0 and "1 file(s) handled" in reverted.stderr
     assert (real / DP).read_bytes() == original and linked.is_symlink()
     assert "nothing applied" in cli.invoke(main, ["status", "--root", str(root)]).stdout
+
+
+# ---------------------------------------------------------------- a marked line patchkit did not write
+
+
+MINE = "import math as mymath  # patchkit:verl-fsdp-update\nTAU = 2 * mymath.pi\n"
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_revert_keeps_a_marked_line_patchkit_did_not_write_and_names_its_line(tree, everything):
+    """Added after apply, the user's line ends in the recipe's marker: revert takes out patchkit's lines only."""
+    root = tree("verl-0.6")
+    original = (root / DP).read_text()
+    transaction.apply(load(R), str(root))
+    (root / DP).write_text((root / DP).read_text() + MINE)
+    [o] = transaction.revert([] if everything else [R], everything=everything)
+    assert (root / DP).read_text() == original + MINE  # the job that reads TAU still imports
+    assert o.state is Outcome.REVERTED_EDITS_KEPT
+    line = len(original.splitlines()) + 1  # numbered in the file as revert leaves it
+    assert o.foreign == ((line, R),)
+    assert f"line {line} kept: it ends in `# patchkit:{R}`, but patchkit did not write it" in o.label
+    compile((root / DP).read_text(), str(root / DP), "exec")
+
+
+def test_force_still_gives_back_the_original_bytes(tree):
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    transaction.apply(load(R), str(root))
+    (root / DP).write_text((root / DP).read_text() + MINE)
+    [o] = transaction.revert([R], force=True)
+    assert o.state is Outcome.REVERTED_EDITS_DISCARDED and (root / DP).read_bytes() == original
