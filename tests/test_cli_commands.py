@@ -39,7 +39,7 @@ def test_show_prints_settings_inserted_lines_and_notes():
     out = run("show", "verl-fsdp-logprob", "role=ref", "schedule.active=2").output
     assert "option role = ref" in out
     assert "active: 2" in out
-    assert 'if self.actor_optimizer is None: _patchkit_runtime.step("verl-fsdp-logprob/ref")' in out
+    assert '_patchkit_runtime.step("verl-fsdp-logprob/ref", lambda: self.actor_optimizer is None)' in out
     assert "global_profiler.steps: null" in out
 
 
@@ -49,7 +49,7 @@ def test_diff_prints_a_patch_and_writes_nothing(tree, patchkit_home):
     result = run("diff", "verl-fsdp-update", "--root", str(root))
     assert result.stdout.startswith(f"--- a/{DP}\n+++ b/{DP}\n")
     added = [ln for ln in result.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    assert len(added) == 11 and all("patchkit" in ln for ln in added)  # 9 header lines, start and step
+    assert len(added) == 12 and all("patchkit" in ln for ln in added)  # 10 header lines, start and step
     assert "1 file(s) would change" in result.stderr
     assert snapshot(root) == before
     assert not (patchkit_home / "ledger.json").exists()

@@ -30,13 +30,13 @@ def test_apply_says_each_files_outcome_then_counts_the_written_ones(tree):
     root = tree("verl-0.6")
     path = (root / DP).resolve()
     lines = run("apply", R, "--root", root).stderr.splitlines()
-    assert lines[0] == f"patched: {path} (11 lines)"
+    assert lines[0] == f"patched: {path} (12 lines)"
     assert any(ln.startswith(f"{R}: 1 file(s) patched, 0 already applied (verl 0.6.1") for ln in lines)
     lines = run("apply", R, "--root", root).stderr.splitlines()
     assert lines[0] == f"already applied: {path}"
     assert any(ln.startswith(f"{R}: 0 file(s) patched, 1 already applied") for ln in lines)
     lines = run("apply", R, "schedule.wait=3", "--root", root).stderr.splitlines()
-    assert lines[0] == f"updated: {path} (11 lines)" and any("1 file(s) patched" in ln for ln in lines)
+    assert lines[0] == f"updated: {path} (12 lines)" and any("1 file(s) patched" in ln for ln in lines)
 
 
 def test_declined_in_review_says_not_written_and_exits_1(tree):

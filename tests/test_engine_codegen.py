@@ -36,14 +36,14 @@ def loaded(tmp_path, point: str, extra: str = "", overrides=()):
     ("{class: A, method: run, at: method_start, action: start}", "", (),
      '_patchkit_runtime.start("t")  # patchkit:t'),
     ("{class: A, method: run, at: method_start, guard: self.rank == 0}", "guard: not self.draft\n", (),
-     'if (not self.draft) and (self.rank == 0): _patchkit_runtime.step("t")  # patchkit:t'),
+     '_patchkit_runtime.step("t", lambda: (not self.draft) and (self.rank == 0))  # patchkit:t'),
     ("{class: A, method: run, at: method_start}", ROLES, ("role=ref",),
-     'if self.opt is None: _patchkit_runtime.step("t/ref")  # patchkit:t'),
+     '_patchkit_runtime.step("t/ref", lambda: self.opt is None)  # patchkit:t'),
     ("{class: A, method: run, at: method_start}", ROLES, (),
-     '_patchkit_runtime.step("t/actor" if (self.opt is not None) else "t/ref" if (self.opt is None) else None)'
+     '_patchkit_runtime.step(lambda: "t/actor" if (self.opt is not None) else "t/ref" if (self.opt is None) else None)'
      '  # patchkit:t'),
     ("{class: A, method: run, at: method_start, action: refuse, guard: self.own, reason: \"it's on\"}", ROLES, (),
-     'if self.own: _patchkit_runtime.refuse("t", "it\'s on")  # patchkit:t'),
+     '_patchkit_runtime.refuse("t", "it\'s on", lambda: self.own)  # patchkit:t'),
 ])
 def test_a_point_statement_is_a_node_that_prints_one_marked_line(tmp_path, point, extra, overrides, expected):
     s, p = loaded(tmp_path, point, extra, overrides)
@@ -125,7 +125,7 @@ def test_a_line_libcst_cannot_read_is_a_clean_refusal_not_a_crash(tmp_path, monk
     result = transform("class A:\n    def run(self):\n        pass\n", s)
     assert isinstance(result, CannotApply) and result.line == 2
     assert result.reason.startswith("the line for `step method_start in A.run` cannot be written: libcst cannot "
-                                    "read the line 'if self.unread: _patchkit_runtime.step(\"t\")")
+                                    "read the line '_patchkit_runtime.step(\"t\", lambda: self.unread)")
 
 
 def test_a_guard_libcst_cannot_read_is_a_clean_refusal_not_a_crash(tmp_path, monkeypatch):

@@ -283,9 +283,9 @@ def test_a_role_option_becomes_a_guard_or_a_runtime_choice(tmp_path):
         roles: {actor: self.opt is not None, ref: self.opt is None}
         """)
     ref = transform(SOURCE, settings(tmp_path, STEP_AFTER, extra=extra, overrides=["role=ref"]))
-    assert 'if self.opt is None: _patchkit_runtime.step("t/ref")  # patchkit:t' in ref.text
+    assert '_patchkit_runtime.step("t/ref", lambda: self.opt is None)  # patchkit:t' in ref.text
     both = transform(SOURCE, settings(tmp_path, STEP_AFTER, extra=extra))
-    assert '_patchkit_runtime.step("t/actor" if (self.opt is not None) else "t/ref" if (self.opt is None) else None)' in both.text
+    assert '_patchkit_runtime.step(lambda: "t/actor" if (self.opt is not None) else "t/ref" if (self.opt is None) else None)' in both.text
 
 
 @pytest.mark.parametrize("src,needle", [
@@ -350,7 +350,7 @@ def test_points_in_a_nested_function_and_loops_chosen_by_their_while_condition(t
     assert isinstance(nested, Applied), nested
     lines = nested.text.splitlines()
     i = lines.index('            """Megatron calls this once per micro-batch."""')
-    assert lines[i + 1] == '            if not forward_only: _patchkit_runtime.step("t")  # patchkit:t'
+    assert lines[i + 1] == '            _patchkit_runtime.step("t", lambda: not forward_only)  # patchkit:t'
     looped = transform(src, settings(tmp_path, "- {class: Engine, method: run, at: loop_end, loop: {while: self.all_consumed}}\n"))
     lines = looped.text.splitlines()
     assert lines[lines.index("            self.work(data)") + 1] == '            _patchkit_runtime.step("t")  # patchkit:t'
@@ -364,7 +364,7 @@ def test_a_refuse_point_turns_the_recipe_off_when_its_guard_holds(tmp_path):
     s = settings(tmp_path, STEP_AFTER + "- {class: A, method: run, at: method_start, action: refuse, "
                  "guard: self.own_profiler_on, reason: \"the framework's own profiler is on\"}\n")
     result = transform(SOURCE, s)
-    assert ('        if self.own_profiler_on: _patchkit_runtime.refuse("t", "the framework\'s own profiler is on")'
+    assert ('        _patchkit_runtime.refuse("t", "the framework\'s own profiler is on", lambda: self.own_profiler_on)'
             '  # patchkit:t') in result.text.splitlines()
 
 

@@ -113,6 +113,68 @@ def test_stderr_that_cannot_be_written_does_not_break_the_import(tmp_path, bare_
     assert done.returncode == 0 and done.stdout == "[2]\n"
 
 
+GUARDED = '''\
+id: tiny-guarded
+description: guards that raise when the job runs
+target: {package: tinyjob, files: [tinyjob/worker.py]}
+backend: torch
+points:
+  - {class: Worker, method: run, at: method_start, action: start, guard: self.config.use_dynamic_bsz}
+  - {class: Worker, method: run, at: loop_end, loop: [{iter: batches}], guard: 1/0 == 1}
+  - {class: Worker, method: forward, at: on_exit, guard: x.missing}
+'''
+
+
+def test_a_guard_that_raises_is_false_and_said_once_per_point(tmp_path):
+    """The job runs on, its results unchanged; stderr has one patchkit line per point, naming the point's line."""
+    root = _job(tmp_path)
+    (tmp_path / "tiny-guarded.yaml").write_text(GUARDED)
+    api.apply(load_recipe(tmp_path / "tiny-guarded.yaml", [f"profiler.save_path={tmp_path / 'out'}"]), str(root),
+              ledger=Ledger())
+    patched = (root / "tinyjob" / "worker.py").read_text()
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import tinyjob.worker as w; "
+            "print([w.Worker().run([1, 2, 3]) for _ in range(3)], [w.Worker().forward(1) for _ in range(3)])")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['[2, 4, 6]', '[2, 4, 6]', '[2, 4, 6]'] [2, 2, 2]\n"
+    said = [line for line in done.stderr.splitlines() if "patchkit" in line]
+    assert len(said) == 3, done.stderr
+    numbers = [n for n, line in enumerate(patched.splitlines(), 1)
+               if line.lstrip().startswith(("_patchkit_runtime.st", "@_patchkit_runtime.on_exit", "if "))]
+    assert len(numbers) == 3, patched
+    for line, (number, what) in zip(sorted(said, key=lambda s: s.count("forward")),
+                                    zip(numbers, ("AttributeError", "ZeroDivisionError", "AttributeError"))):
+        assert f"worker.py:{number}" in line and what in line and "false" in line, line
+    assert not (tmp_path / "out").exists()  # no guard held: no profiler, no trace
+
+
+OLD_RUNTIME = """\
+def configure(recipe_id, **settings): pass
+def start(key): pass
+def step(key): pass
+def on_exit(key, guard=None): return lambda fn: fn
+"""
+
+
+def test_a_runtime_older_than_the_lines_is_the_stand_in_not_an_error(tmp_path, bare_python):
+    """An older patchkit in the job's environment (its step takes no guard): the module says so once and runs on."""
+    root = _job(tmp_path)
+    (tmp_path / "tiny-guarded.yaml").write_text(GUARDED)
+    api.apply(load_recipe(tmp_path / "tiny-guarded.yaml"), str(root), ledger=Ledger())
+    old = tmp_path / "old" / "patchkit"
+    old.mkdir(parents=True)
+    (old / "__init__.py").write_text("")
+    (old / "runtime.py").write_text(OLD_RUNTIME)
+    code = ("import sys; sys.path[:0] = sys.argv[1:]; import tinyjob.worker as w; "
+            "print(w.Worker().run([1, 2]), w.Worker().forward(1))")
+    done = subprocess.run([bare_python, "-I", "-c", code, str(root), str(old.parent)], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[2, 4] 2\n"
+    (said,) = done.stderr.splitlines()
+    assert "or imports an older build than these lines need" in said and "has no attribute 'require'" in said
+
+
 def _newest_release(settings):
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
@@ -180,6 +242,7 @@ def test_the_noop_stand_in_offers_every_name_the_generated_lines_call(tmp_path):
             called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(codegen.shown(settings, point))))
         called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(header_lines(settings))))
     called |= {"mark", "range_start", "range_end", "ranged"}  # what range and mark points call
+    called -= {"require"}  # asked of the real runtime inside the header's try: the stand-in is what it falls back to
     assert {"configure", "start", "step", "refuse", "on_exit"} <= called
     for name in called:
         assert callable(getattr(stand_in, name)), name

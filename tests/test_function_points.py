@@ -162,11 +162,13 @@ class _Runtime:
     def configure(self, *a, **k):
         pass
 
-    def start(self, key):
-        self.calls.append(("start", key))
+    def start(self, key, guard=None):
+        if guard is None or guard():
+            self.calls.append(("start", key))
 
-    def step(self, key):
-        self.calls.append(("step", key))
+    def step(self, key, guard=None):
+        if guard is None or guard():  # the guard, a lambda, reads the function's own names where the line is
+            self.calls.append(("step", key))
 
     def on_exit(self, key, guard=None):
         def deco(fn):
@@ -270,7 +272,7 @@ examples:
     after: |
       def train_step(optimizer, step):
           optimizer.step()
-          if step % 2 == 0: _patchkit_runtime.step("plain-loop")  # patchkit:plain-loop
+          _patchkit_runtime.step("plain-loop", lambda: step % 2 == 0)  # patchkit:plain-loop
 
 
       def train(epochs, batches, optimizer):

@@ -140,4 +140,33 @@ def test_a_good_guard_validates_and_shows(tmp_path):
     assert CliRunner().invoke(main, ["validate", str(path)]).exit_code == 0
     shown = CliRunner().invoke(main, ["show", str(path)])
     assert shown.exit_code == 0
-    assert "    if getattr(self, 'ready', False) and self.rank % 2 == 0: _patchkit_runtime.step(" in shown.output
+    assert (", lambda: getattr(self, 'ready', False) and self.rank % 2 == 0)  # patchkit:g"
+            in shown.output), shown.output
+
+
+@pytest.mark.parametrize("guard,chains", [
+    ("self.config.use_dynamic_bsz", [("self.config.use_dynamic_bsz", 'getattr(self.config, "use_dynamic_bsz", None)')]),
+    ("not forward_only and self.config.x.y", [("self.config.x.y", 'getattr(getattr(self.config, "x", None), "y", None)')]),
+    ("self.a.b or getattr(self.c.d, 'e', 0)", [("self.a.b", 'getattr(self.a, "b", None)'),
+                                               ("self.c.d", 'getattr(self.c, "d", None)')]),
+    ("self.actor_optimizer is None", []), ("type(self).__name__", []), ("1/0 == 1", []),
+    ("getattr(getattr(self, 'cfg', None), 'profile', False)", []),
+])
+def test_attribute_chains_that_may_not_exist_are_named_with_the_read_that_cannot_fail(guard, chains):
+    from patchkit.recipe.guards import uncertain_chains
+
+    assert uncertain_chains(guard) == chains
+
+
+def test_validate_warns_of_a_chain_at_its_line_and_passes(tmp_path):
+    path = write(tmp_path, RECIPE.replace("at: method_start}", "at: method_start, guard: self.config.x.y}"))
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 0 and "1 valid, 0 invalid" in result.output
+    (warning,) = [ln for ln in result.output.splitlines() if ln.startswith("warning: ")]
+    assert warning.startswith(f"warning: {path}:11:") and "points[0].guard reads self.config.x.y" in warning
+    assert "patchkit reads that as false" in warning and 'getattr(getattr(self.config, "x", None), "y", None)' in warning
+
+
+def test_the_built_in_recipes_validate_without_a_warning():
+    result = CliRunner().invoke(main, ["validate", *map(str, sorted(RECIPES.glob("*.yaml")))])
+    assert result.exit_code == 0 and "warning" not in result.output

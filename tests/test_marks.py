@@ -116,6 +116,8 @@ def test_the_lines_patchkit_writes_are_its_own():
         assert marks.foreign_line("import os\n" + header + "def f():\n" + points) is None, settings.id
     assert marks.foreign_line(SOURCE) is None and marks.foreign_line("x = 1  # patchkit\n") is None
     earlier = ("try:  # patchkit:a\n    import patchkit.runtime as _patchkit_runtime  # patchkit:a\n"
+               "except Exception as _patchkit_missing:  # patchkit:a\n"
+               "    try: __import__(\"sys\").stderr.write(\"%s\" % (repr(_patchkit_missing),))  # patchkit:a\n"
                "    except Exception: pass  # patchkit:a\n")  # a header as an earlier patchkit wrote it
     assert marks.foreign_line(earlier) is None
 
@@ -132,3 +134,26 @@ def test_a_marked_line_patchkit_does_not_write_is_found_with_its_place(line):
     col = line.index("  # patchkit:") + 3
     assert marks.foreign_line(text) == (2, col, line.rsplit(":", 1)[1])
     assert marks.strip(text) == "import os\nx = 2\n"  # what patchkit would otherwise lose
+
+
+def test_take_out_removes_only_the_lines_patchkit_writes_and_numbers_the_ones_it_keeps():
+    mine = "TAU = 2 * 3.14  # patchkit:a\n"
+    text = SOURCE.replace("def f():\n", mine + "def f():\n")
+    new, kept = marks.take_out(text, {"a"})
+    assert new == "import os\n" + mine + "def f():\n    _patchkit_runtime.step('b')  # patchkit:b\n    return 1\n"
+    assert kept == [(2, "a")]
+    assert marks.take_out(text, {"b"})[1] == [(3, "a")]  # kept whatever is taken out; numbered in the new text
+    assert marks.take_out(SOURCE, {"a", "b"}) == (marks.strip(SOURCE), [])
+
+
+def test_written_ids_leave_out_recipes_only_someone_s_own_lines_name():
+    text = SOURCE + "x = 1  # patchkit:mine\n"
+    assert marks.applied_ids(text) == ["a", "b", "mine"] and marks.written_ids(text) == ["a", "b"]
+    assert [(n, rid) for n, _col, rid in marks.foreign_lines(text)] == [(7, "mine")]
+
+
+def test_the_lines_revert_keeps_are_numbered_as_in_the_file():
+    text = SOURCE + "x = 1  # patchkit:a\n"
+    assert marks.leftover(text, {"a"}, False) is None  # a marked line is never a hand edit left over
+    assert marks.kept_line_numbers(text, {"a"}, keep={7}) == [1, 3, 5, 6, 7]
+    assert marks.kept_line_numbers(text, {"a"}) == [1, 3, 5, 6]

@@ -56,7 +56,7 @@ def test_apply_then_again_then_with_other_settings(tree):
     root = tree("verl-0.6")
     r = run("apply", **recipe_args(root))
     assert (r.state, r.changed, r.root, r.previous) == (NodeState.PATCHED, True, str(root.resolve()), {})
-    assert r.message.startswith(f"{DP} (11 lines) in {root.resolve()}; traces go to ./outputs/patchkit/{R}")
+    assert r.message.startswith(f"{DP} (12 lines) in {root.resolve()}; traces go to ./outputs/patchkit/{R}")
     assert f"; warning: {root.resolve()} has no patchkit" in r.message
     r = run("apply", **recipe_args(root))
     assert (r.state, r.changed) == (NodeState.ALREADY_APPLIED, False)

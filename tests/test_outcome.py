@@ -16,7 +16,8 @@ PRINTED = {
     Outcome: ["patched", "updated", "already applied", "not written", "reverted", "reverted, edits kept",
               "reverted, edits discarded (--force)", "reverted (backup missing: marked lines taken out)",
               "reverted, edits kept (backup missing: marked lines taken out)",
-              "reverted without a backup (no record; marked lines taken out)", "already original", "replaced",
+              "reverted without a backup (no record; marked lines taken out)",
+              "left alone (its marked lines are not patchkit's)", "already original", "replaced",
               "missing"],
     Status: ["applied", "edited since apply", "replaced (reinstalled?)", "reverted outside patchkit", "missing",
              "not read (a link on the way, not a plain file, or too large)", "applied (no record)", "interrupted"],
@@ -59,3 +60,13 @@ def test_label_adds_the_line_force_kept():
     kept = o._replace(kept_line=118)
     assert kept.label == "reverted without a backup (no record; marked lines taken out); line 118 kept (--force)"
     assert kept.state is Outcome.REVERTED_NO_RECORD  # the state stays a member
+
+
+def test_a_marked_line_revert_kept_is_in_the_label_and_its_note_says_what_to_do():
+    o = FileOutcome(Path("/site/pkg/m.py"), "pkg/m.py", Outcome.REVERTED_EDITS_KEPT, "r", foreign=((12, "mine"),))
+    assert o.label == ("reverted, edits kept; line 12 kept: it ends in `# patchkit:mine`, but patchkit did not "
+                       "write it")
+    (note,) = o.kept_notes()
+    assert note.startswith("/site/pkg/m.py:12: kept: it ends in `# patchkit:mine`, but patchkit did not write it")
+    assert "change the comment (e.g. to `# patchkit mine`)" in note
+    assert FileOutcome(Path("/x"), "x", Outcome.REVERTED).kept_notes() == []

@@ -53,20 +53,23 @@ def _is_call(stmt):
 
 
 def _is_guarded_call(stmt):
-    return isinstance(stmt, ast.If) and len(stmt.body) == 1 and _is_call(stmt.body[0]) and not stmt.orelse
+    """``_patchkit_runtime.step(key, lambda: GUARD)``: the guard is a lambda the runtime calls (false if it raises)."""
+    return _is_call(stmt) and bool(stmt.value.args) and isinstance(stmt.value.args[-1], ast.Lambda)
+
+
+def _guard(stmt):
+    assert _is_guarded_call(stmt), ast.unparse(stmt)
+    return stmt.value.args[-1].body
 
 
 def _patchkit_calls(node):
     """(statement, its block, index, owner) for every inserted line in ``node``, in source order."""
     found = []
     for parent in ast.walk(node):
-        if _is_guarded_call(parent):
-            continue
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
             if isinstance(block, list):
-                found += [(stmt, block, i, parent) for i, stmt in enumerate(block)
-                          if _is_call(stmt) or _is_guarded_call(stmt)]
+                found += [(stmt, block, i, parent) for i, stmt in enumerate(block) if _is_call(stmt)]
     return sorted(found, key=lambda f: f[0].lineno)
 
 
@@ -93,7 +96,7 @@ def _check_placement(recipe_id, option, tree):
         assert isinstance(b1[i1 + 1], ast.For) and b1[i1 + 1] is loop
         assert ast.unparse(loop.iter) == "micro_batches" and b2 is loop.body and i2 == len(loop.body) - 1
         if option == "role=ref":
-            assert ast.unparse(step.test) == "self.actor_optimizer is None"
+            assert ast.unparse(_guard(step)) == "self.actor_optimizer is None"
     elif recipe_id == "verl-fsdp-update":
         m = _method(tree, "DataParallelPPOActor", "update_policy")
         (start, b1, i1, owner), (step, b2, i2, loop) = calls(m)
@@ -116,7 +119,7 @@ def _check_placement(recipe_id, option, tree):
             m = _method(tree, "FSDPEngine", "forward_backward_batch")
             (start, b1, i1, _), (step, b2, i2, loop) = calls(m)
             assert b1[i1 + 1] is loop and "micro_batches" in ast.unparse(loop.iter) and i2 == len(loop.body) - 1
-            assert ast.unparse(step.test).startswith("not forward_only and")
+            assert ast.unparse(_guard(step)).startswith("not forward_only and")
     elif recipe_id == "verl-fsdp-critic-update":
         m = _method(tree, "DataParallelPPOCritic", "update_critic")
         (start, b1, i1, owner), (step, b2, i2, loop) = calls(m)
@@ -138,7 +141,7 @@ def _check_placement(recipe_id, option, tree):
         call = ast.unparse(b1[i1 + 1])
         assert call.startswith("output = self.forward_backward_batch(") and "forward_only=True" in call
         if option == "role=ref":
-            assert ast.unparse(step.test) == "self.actor_optimizer is None"
+            assert ast.unparse(_guard(step)) == "self.actor_optimizer is None"
     elif recipe_id == "vllm-decode":
         m = _method(tree, "Worker", "execute_model")
         (start, b1, i1, _), (step, b2, i2, _) = calls(m)

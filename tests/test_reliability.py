@@ -702,7 +702,7 @@ def _check_save_path(root: Path, value: str, quoted: bool, backend: str) -> None
     expected = yaml.load(raw, Loader=LOADER) if raw.strip() else ""
     assert isinstance(expected, str), what
     added = [ln[1:] for ln in result.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    assert len(added) == 11 and all(ln.endswith("  # patchkit:verl-fsdp-update") for ln in added), \
+    assert len(added) == 12 and all(ln.endswith("  # patchkit:verl-fsdp-update") for ln in added), \
         f"{what}: the value changed the shape of the inserted lines:\n" + "\n".join(added)
     configure = [ln for ln in added if "_patchkit_runtime.configure(" in ln]
     assert len(configure) == 1, added

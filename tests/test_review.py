@@ -108,7 +108,7 @@ def test_diff_stat_names_files_as_the_patch_does(tmp_path):
     root = make_repo(tmp_path / "checkout", under="src")
     out = run("diff", "verl-fsdp-update", "--root", root, "--stat").stdout
     assert out.splitlines()[0].split("|")[0].strip() == f"src/{DP}"
-    assert "1 file changed, 11 insertions(+), 0 deletions(-)" in out
+    assert "1 file changed, 12 insertions(+), 0 deletions(-)" in out
 
 
 def test_an_ignored_virtualenv_inside_a_checkout_is_a_plain_folder(tmp_path):

@@ -234,4 +234,53 @@ def test_on_exit_key_callable_and_failing_guard(tmp_path, capsys):
     assert calls == [1, 2, 3]
     assert Actor(None).other() == "still works" and Actor(None).other() == "still works"
     err = lines(capsys)
-    assert len([ln for ln in err if "the guard raised AttributeError" in ln]) == 1
+    assert len([ln for ln in err if "the guard at " in ln and "raised AttributeError" in ln]) == 1
+
+
+# guards as the inserted lines pass them
+
+
+def test_a_guard_is_called_while_the_key_can_record_and_one_that_raises_is_false(tmp_path, capsys):
+    runtime.configure("g", **settings(tmp_path / "g", active=2))
+    asked = []
+
+    def guard():
+        asked.append(1)
+        return True
+
+    for _ in range(3):
+        runtime.start("g", lambda: 1 / 0)  # raising: false, nothing starts
+        runtime.refuse("g", "never", lambda: None.profile)  # raising: not refused
+    assert runtime.report() == []
+    runtime.step("g", lambda: False)
+    assert runtime.report() == []
+    for _ in range(3):
+        runtime.step("g", guard)  # opens step 0, records 0 and 1, the schedule is over at 2
+    assert runtime.report()[0]["state"] == "finished" and len(asked) == 3
+    runtime.step("g", guard)
+    runtime.start("g", guard)
+    assert len(asked) == 3  # a finished key never calls its guard: one set lookup
+    said = [ln for ln in lines(capsys) if "the guard at " in ln]
+    assert len(said) == 2 and "ZeroDivisionError" in said[0] and "AttributeError" in said[1]
+    (trace,) = trace_files(tmp_path / "g")
+    assert profiler_steps(trace) == ["ProfilerStep#0", "ProfilerStep#1"]
+
+
+def test_a_role_chosen_as_the_line_runs_and_a_guard_on_it(tmp_path, capsys):
+    runtime.configure("r", **settings(tmp_path / "r", active=1))
+    optimizer = None
+    runtime.step(lambda: "r/actor" if (optimizer.lr > 0) else None)  # raises: not this time
+    runtime.step(lambda: "r/ref" if (optimizer is None) else None, lambda: False)
+    assert runtime.report() == []
+    runtime.start(lambda: "r/ref" if (optimizer is None) else None, lambda: True)
+    runtime.step(lambda: "r/ref" if (optimizer is None) else None)
+    assert [(r["key"], r["state"]) for r in runtime.report()] == [("r/ref", "finished")]
+    said = [ln for ln in lines(capsys) if "choosing the role at " in ln]
+    assert len(said) == 1 and "AttributeError" in said[0]
+
+
+def test_require_refuses_lines_newer_than_this_runtime():
+    runtime.require(runtime.LINES)
+    runtime.require(1)
+    with pytest.raises(ImportError, match="serves up to"):
+        runtime.require(runtime.LINES + 1)

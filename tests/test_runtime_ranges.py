@@ -90,6 +90,20 @@ def test_a_range_an_exception_left_open_is_closed_and_the_job_goes_on(tmp_path, 
     assert runtime.report()[0]["state"] == "finished"
 
 
+def test_range_and_mark_guards_that_raise_are_false_once_per_point(tmp_path, no_profiler_left_running, capsys):
+    settings = _recipe(tmp_path / "out")
+    guarded = [p._replace(guard="self.config.trace_ranges") if p.action in ("range", "mark") else p
+               for p in settings.recipe.points]
+    settings = settings._replace(recipe=settings.recipe._replace(points=tuple(guarded)))
+    trainer = _patched(tmp_path, settings)()
+    trainer.fit([0, 1, 2, 4, 5])  # the job goes on; the window records its steps, without the guarded spans
+    (trace,) = trace_files(tmp_path / "out")
+    assert _spans(trace) == []
+    said = [ln for ln in lines(capsys) if "the guard at " in ln]
+    assert len(said) == 3 and all("AttributeError" in ln and "read as false" in ln for ln in said), said
+    assert len({ln.split(" raised ")[0] for ln in said}) == 3  # one per point, each naming its own line
+
+
 def test_outside_a_window_and_with_a_broken_backend_nothing_is_raised(tmp_path, no_profiler_left_running, capsys):
     runtime.range_start("nobody", "x")
     runtime.range_end("nobody", "x")

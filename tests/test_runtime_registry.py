@@ -87,3 +87,40 @@ def test_say_survives_a_closed_stderr(monkeypatch):
 
     monkeypatch.setattr("sys.stderr", Closed())
     reg.say("nothing raises")
+
+
+# guards and roles as the inserted lines pass them: callables, read as false / None when they raise
+
+
+def test_a_guard_that_raises_is_false_and_said_once_naming_its_line(capsys):
+    guard = lambda: 1 / 0  # noqa: E731  (one point: one code object)
+    assert reg.holds(guard, "k") is False and reg.holds(guard, "k") is False
+    (said,) = err_lines(capsys)
+    line = guard.__code__.co_firstlineno
+    assert said.startswith("[patchkit] k: the guard at ") and f"test_runtime_registry.py:{line} raised " in said
+    assert "ZeroDivisionError" in said and "read as false" in said and "the job runs on" in said
+    other = lambda: {}["x"]  # noqa: E731  (another point: its own line)
+    assert reg.holds(other) is False and "KeyError" in err_lines(capsys)[0]
+
+
+def test_a_guard_whose_value_has_no_truth_is_false_too(capsys):
+    class NoTruth:
+        def __bool__(self):
+            raise ValueError("ambiguous")
+
+    assert reg.holds(lambda: NoTruth()) is False and "ValueError: ambiguous" in err_lines(capsys)[0]
+    assert reg.holds(lambda: 1) is True and reg.holds(lambda x: x, args=(0,)) is False
+
+
+def test_a_role_chosen_as_the_line_runs_is_its_key_or_none(capsys):
+    assert reg.chosen(lambda: "r/actor") == "r/actor" and reg.chosen(lambda: None) is None
+    role = lambda: "r/a" if missing_name else None  # noqa: E731,F821
+    assert reg.chosen(role) is None and reg.chosen(role) is None
+    (said,) = err_lines(capsys)
+    assert "choosing the role at " in said and "NameError" in said
+    assert reg.chosen(lambda: 3) is None and "is 3, not a string" in err_lines(capsys)[0]
+
+
+def test_a_guard_that_raises_never_raises_even_in_strict_mode(capsys):
+    reg.state["strict"] = True
+    assert reg.holds(lambda: [][1]) is False and reg.chosen(lambda: [][1]) is None

@@ -29,7 +29,7 @@ def recorded(home):
 def test_apply_says_patched_then_already_applied_then_updated(tree):
     root = tree("verl-0.6")
     [first] = transaction.apply(load(R), str(root))
-    assert (first.state, first.detail, first.relpath, first.git) == (Outcome.PATCHED, "11 lines", DP, "")
+    assert (first.state, first.detail, first.relpath, first.git) == (Outcome.PATCHED, "12 lines", DP, "")
     assert first.path == (root / DP).resolve()
     [again] = transaction.apply(load(R), str(root))
     assert (again.state, again.detail) == (Outcome.ALREADY_APPLIED, "")
@@ -211,3 +211,34 @@ def test_a_link_out_of_the_root_is_refused_and_the_folder_it_leads_to_is_the_roo
     assert reverted.exit_code == 0 and "1 file(s) handled" in reverted.stderr
     assert (real / DP).read_bytes() == original and linked.is_symlink()
     assert "nothing applied" in cli.invoke(main, ["status", "--root", str(real)]).stdout
+
+
+# ---------------------------------------------------------------- a marked line patchkit did not write
+
+
+MINE = "import math as mymath  # patchkit:verl-fsdp-update\nTAU = 2 * mymath.pi\n"
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_revert_keeps_a_marked_line_patchkit_did_not_write_and_names_its_line(tree, everything):
+    """Added after apply, the user's line ends in the recipe's marker: revert takes out patchkit's lines only."""
+    root = tree("verl-0.6")
+    original = (root / DP).read_text()
+    transaction.apply(load(R), str(root))
+    (root / DP).write_text((root / DP).read_text() + MINE)
+    [o] = transaction.revert([] if everything else [R], everything=everything)
+    assert (root / DP).read_text() == original + MINE  # the job that reads TAU still imports
+    assert o.state is Outcome.REVERTED_EDITS_KEPT
+    line = len(original.splitlines()) + 1  # numbered in the file as revert leaves it
+    assert o.foreign == ((line, R),)
+    assert f"line {line} kept: it ends in `# patchkit:{R}`, but patchkit did not write it" in o.label
+    compile((root / DP).read_text(), str(root / DP), "exec")
+
+
+def test_force_still_gives_back_the_original_bytes(tree):
+    root = tree("verl-0.6")
+    original = (root / DP).read_bytes()
+    transaction.apply(load(R), str(root))
+    (root / DP).write_text((root / DP).read_text() + MINE)
+    [o] = transaction.revert([R], force=True)
+    assert o.state is Outcome.REVERTED_EDITS_DISCARDED and (root / DP).read_bytes() == original

@@ -244,3 +244,55 @@ def test_a_file_that_does_not_decode_is_listed_and_revert_says_why(tree, tmp_pat
     result = cli("revert", "--all", "--root", str(root), code=1)
     assert f"{(root / DP).resolve()}: cannot decode the file" in result.stderr and "hint:" in result.stderr
     assert (root / DP).read_bytes() == broken
+
+
+# ---------------------------------------------------------------- a marked line patchkit did not write
+
+
+def _with_my_line(root):
+    """The user's own line, ending in a marker, in a built-in recipe's file: apply refuses to touch it."""
+    path = root / DP
+    text = path.read_text()
+    mine = "import math as mymath  # patchkit:mine"
+    path.write_text(text.replace("\n\nclass ", f"\n{mine}\n\nclass ", 1))
+    number = path.read_text().splitlines().index(mine) + 1
+    return path, number
+
+
+def test_revert_all_keeps_a_users_marked_line_apply_refused_and_says_where(tree, tmp_path):
+    root = tree("verl-0.6")
+    path, number = _with_my_line(root)
+    before = snapshot(root)
+    refused = cli("apply", "verl-fsdp-update", "--root", str(root), code=1)
+    assert f"{path.resolve()}:{number}:" in refused.stderr and "did not write it" in refused.stderr
+    result = cli("revert", "--all", "--root", str(root))
+    assert snapshot(root) == before  # the line the job needs is still there
+    assert f"{path.resolve()}:{number}: kept: it ends in `# patchkit:mine`, but patchkit did not write it" \
+        in result.stderr
+    assert "change the comment (e.g. to `# patchkit mine`)" in result.stderr
+    assert api.status(root=str(root)) == []  # no recipe is applied there
+
+
+def test_reverting_a_recipe_whose_only_marked_lines_are_the_users_is_an_error_naming_them(tree, tmp_path):
+    root = tree("verl-0.6")
+    path, number = _with_my_line(root)
+    before = snapshot(root)
+    result = cli("revert", "mine", "--root", str(root), code=1)
+    assert f"error: {path.resolve()}:{number}:" in result.stderr and "nothing to revert: mine" in result.stderr
+    assert "hint: " in result.stderr and snapshot(root) == before
+
+
+def test_lines_from_another_home_come_out_around_a_users_marked_line(tree, tmp_path):
+    root = tree("verl-0.6")
+    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    path = root / DP
+    text = path.read_text()
+    mine = "USER_FLAG = 1  # patchkit:verl-fsdp-update"
+    anchor = "        metrics = {}\n"
+    assert text.count(anchor) == 1
+    path.write_text(text.replace(anchor, f"        {mine}\n" + anchor))
+    [o] = api.revert([], everything=True, root=str(root))
+    assert o.state == "reverted without a backup (no record; marked lines taken out)"
+    left = path.read_text().splitlines()
+    assert [ln.strip() for ln in left if "patchkit" in ln] == [mine]
+    assert o.foreign == ((left.index(f"        {mine}") + 1, "verl-fsdp-update"),)

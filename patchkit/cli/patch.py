@@ -129,10 +129,13 @@ def review(plan) -> bool:
 
 def revert(recipes: Sequence[str], everything: bool, force: bool, root: Optional[str]) -> None:
     from patchkit import api
+    from patchkit.core.printable import printable
 
     outcomes = api.revert(recipes, everything, root, ledger=ledger(), force=force)
     for o in outcomes:
         say(f"{o.label}: {o.path} ({o.detail})")
+    for note in (n for o in outcomes for n in o.kept_notes()):
+        say(f"note: {printable(note)}")
     say_git(outcomes)
     say(f"{len(outcomes)} file(s) handled" if outcomes else "nothing was applied")
 

@@ -125,16 +125,19 @@ def _patches(s, root: Optional[str], strict: Optional[bool] = None) -> str:
 
 
 def validate(files: Sequence[str]) -> None:
+    from patchkit.core.printable import printable
     from patchkit.recipe.load import load_recipe
 
     bad = 0
     for name in files:
         try:
-            load_recipe(Path(name))
+            settings = load_recipe(Path(name))
         except PatchkitError as exc:
             bad += 1
             say(f"error: {exc.render()}")
         else:
+            for warning in settings.recipe.warnings:
+                say(f"warning: {printable(warning)}")
             say(f"ok: {name}")
     say(f"{len(files) - bad} valid, {bad} invalid")
     if bad:

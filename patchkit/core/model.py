@@ -140,6 +140,7 @@ class Recipe(NamedTuple):
     notes: Tuple[str, ...] = ()
     examples: Tuple[Example, ...] = ()
     path: str = "<recipe>"
+    warnings: Tuple[str, ...] = ()  # what the recipe may get wrong but loads ("PATH:LINE:COL: message"): validate says it
 
     def option(self, name: str) -> Optional[Option]:
         return next((o for o in self.options if o.name == name), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 
 class Shown(str, enum.Enum):
@@ -37,6 +37,7 @@ class Outcome(Shown):
     REVERTED_BACKUP_MISSING = "reverted (backup missing: marked lines taken out)"
     REVERTED_EDITS_KEPT_BACKUP_MISSING = "reverted, edits kept (backup missing: marked lines taken out)"
     REVERTED_NO_RECORD = "reverted without a backup (no record; marked lines taken out)"
+    NOT_PATCHKITS = "left alone (its marked lines are not patchkit's)"  # no line of the recipes is one patchkit wrote
     ALREADY_ORIGINAL = "already original"
     REPLACED = "replaced"  # reinstalled or upgraded since apply: left alone
     MISSING = "missing"
@@ -67,8 +68,18 @@ class FileOutcome(NamedTuple):
     detail: str = ""  # apply: how many lines, and a symlink followed; revert: the recipes taken out
     git: str = ""  # what patchkit found or did in the git checkout holding the file
     kept_line: Optional[int] = None  # revert --force without a record: the hand-edited line left in the file
+    foreign: Tuple[Tuple[int, str], ...] = ()  # revert: (line, recipe id) of marked lines kept: patchkit did not write them
 
     @property
     def label(self) -> str:
-        """The state as patchkit reports it, with the line ``--force`` kept."""
-        return self.state.value + (f"; line {self.kept_line} kept (--force)" if self.kept_line else "")
+        """The state as patchkit reports it, with the lines revert kept."""
+        return self.state.value + (f"; line {self.kept_line} kept (--force)" if self.kept_line else "") + "".join(
+            f"; line {line} kept: it ends in `# patchkit:{rid}`, but patchkit did not write it"
+            for line, rid in self.foreign)
+
+    def kept_notes(self) -> List[str]:
+        """For each marked line revert kept: where it is, why, and what to do."""
+        return [f"{self.path}:{line}: kept: it ends in `# patchkit:{rid}`, but patchkit did not write it (someone's "
+                f"own line, or an edit), so revert leaves it; if it is yours, change the comment (e.g. to "
+                f"`# patchkit {rid}`) so patchkit stops reading it as its own line, else delete it"
+                for line, rid in self.foreign]

@@ -1,8 +1,10 @@
 """What patchkit inserts, as text: the module header and the one line at each point.  No libcst.
 
 The statement at a point is ``_patchkit_runtime.step(key)`` (or ``start``,
-``refuse``, ``mark``, ``range_start``/``range_end``), after ``if guard:`` on
-the same line when there is one; ``on_exit`` (and a range around a whole
+``refuse``, ``mark``, ``range_start``/``range_end``), with the guard as a last
+argument ``lambda: guard`` when there is one (and the key as ``lambda: ...``
+when the role is chosen as the line runs), so the runtime evaluates them and
+reads one that raises as false; ``on_exit`` (and a range around a whole
 function) is an ``@_patchkit_runtime.on_exit(key[, guard])`` decorator whose
 lambdas take the target's own parameters.  Strings become escaped ASCII
 literals (valid Python, whatever the target file's encoding), names and guard
@@ -23,6 +25,7 @@ from patchkit import DISTRIBUTION
 from patchkit.core.model import MARKER, Point, Settings
 
 RUNTIME = "_patchkit_runtime"
+LINES = 2  # what the lines need of the runtime (patchkit.runtime.LINES): 2, guards and chosen roles as lambdas
 # What the points call where patchkit.runtime cannot be imported: the same names, doing nothing.
 NOOP = ('__import__("types").SimpleNamespace(configure=lambda *a, **k: None, start=lambda *a: None, '
         'step=lambda *a: None, refuse=lambda *a: None, on_exit=lambda *a: lambda f: f{})')
@@ -71,19 +74,22 @@ def header_lines(settings: Settings) -> List[str]:
 
     A patched package must never fail to import because of patchkit: where
     ``patchkit.runtime`` cannot be imported (another environment, a node set
-    up differently), the points call a stand-in that does nothing and one line
-    on stderr says which recipe, which interpreter and what to install.
+    up differently), or is a build older than these lines need (``require``),
+    the points call a stand-in that does nothing and one line on stderr says
+    which recipe, which interpreter and what to install.
     """
     rid = settings.id
     tail = marker(rid)
     labelled = any(p.action in ("range", "mark") for p in settings.active_points())
     kwargs = ", ".join(f"{k}={literal(v)}" for k, v in settings.runtime_settings().items())
-    said = literal(f"patchkit: {rid} is applied to %s, but %s cannot import patchkit.runtime (%s); it runs without "
+    said = literal(f"patchkit: {rid} is applied to %s, but %s cannot import patchkit.runtime, or imports an older "
+                   f"build than these lines need (%s); it runs without "
                    f"profiling. Install the same patchkit build ({DISTRIBUTION}, not the registry's patchkit) in that "
                    f"environment, or take the lines out with `patchkit revert {rid}`.\n")
     return [  # plain blocks, one statement a line: a formatter has nothing to split, so every line keeps its marker
         f"try:{tail}",
         f"    import patchkit.runtime as {RUNTIME}{tail}",
+        f"    {RUNTIME}.require({LINES}){tail}",
         f"except Exception as _patchkit_missing:{tail}",
         f"    {RUNTIME} = {NOOP.format(NOOP_LABELLED if labelled else '')}{tail}",
         f"    try:{tail}",
@@ -130,22 +136,30 @@ def _call(name: str, *args: str) -> str:
 
 
 def statement(settings: Settings, point: Point, part: str = "") -> str:
-    """The line at a point, marker included: ``_patchkit_runtime.step(key)``, or ``if guard: ...``.
+    """The line at a point, marker included: ``_patchkit_runtime.step(key)``, or ``step(key, lambda: guard)``.
 
-    ``part``: for a range around a statement, ``"open"`` or ``"close"``.
+    The guard, and a role chosen when the line runs, are lambdas the runtime
+    calls: one that raises is false (said once on stderr), never an exception
+    in the job, and a finished capture never calls them.  A lambda, not an
+    ``if``, because only a call lets the runtime catch what the expression
+    raises on one line; it reads the function's locals (``not forward_only``)
+    as the ``if`` did.  ``part``: for a range around a statement, ``"open"``
+    or ``"close"``.
     """
-    key, _, guard = _key_and_guard(settings, point)
+    key, plain, guard = _key_and_guard(settings, point)
+    key = key if plain else f"lambda: {key}"
     if point.action == "refuse":  # the whole recipe, whatever the role: guard and reason only
-        call = _call("refuse", literal(settings.id), literal(point.reason))
         guard = point.guard or None
-    elif point.action == "range":  # around a statement: opened before it, closed after it (closing needs no guard)
-        call = _call("range_end" if part == "close" else "range_start", key, literal(point.name))
-        guard = None if part == "close" else guard
-    elif point.action == "mark":
-        call = _call("mark", key, literal(point.name))
+    condition = [f"lambda: {guard}"] if guard is not None else []
+    if point.action == "refuse":
+        call = _call("refuse", literal(settings.id), literal(point.reason), *condition)
+    elif point.action == "range" and part == "close":  # closing needs no guard: it closes what was opened
+        call = _call("range_end", key, literal(point.name))
+    elif point.action in ("range", "mark"):  # around a statement: opened before it, closed after it
+        call = _call("mark" if point.action == "mark" else "range_start", key, literal(point.name), *condition)
     else:
-        call = _call(point.action, key)
-    return (f"if {guard}: {call}" if guard is not None else call) + marker(settings.id)
+        call = _call(point.action, key, *condition)
+    return call + marker(settings.id)
 
 
 def generic_parameters(point: Point) -> str:

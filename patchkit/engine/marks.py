@@ -61,29 +61,32 @@ def applied_ids(text: str) -> List[str]:
     return ids
 
 
-# What patchkit writes before its marker (see patchkit.engine.codegen): the module header's lines, and a point's
-# statement, `if GUARD: ...` line or decorator, all calling _patchkit_runtime.
+# What patchkit writes before its marker (see patchkit.engine.lines): the module header's lines, and a point's
+# statement (`_patchkit_runtime.step(key, lambda: GUARD)`) or decorator, all calling _patchkit_runtime; and the
+# `if GUARD: _patchkit_runtime.step(key)` lines of versions that put the guard in an `if`.
 _WRITTEN = re.compile(r"""\s*(?:
     import\ patchkit\.runtime\ as\ _patchkit_runtime
   | except\ Exception\ as\ _patchkit_missing:
   | _patchkit_runtime\ =\ .*
-  | __import__\("sys"\)\.stderr\.write\(.*_patchkit_missing.*\)
+  | (?:try:\ )?__import__\("sys"\)\.stderr\.write\(.*_patchkit_missing.*\)
   | @?_patchkit_runtime\.\w+\(.*\)
   | if\ .*:\ _patchkit_runtime\.\w+\(.*\)
 )""", re.X)
-# the header's block lines around the import above (`except Exception: pass`: as earlier versions wrote it)
+# the header's block lines around the import above (`try: ...write(...)`, `except Exception: pass`: as earlier
+# versions wrote them)
 _SKELETON = ("try:", "except Exception:", "pass", "except Exception: pass")
 
 
-def foreign_line(text: str) -> Optional[Tuple[int, int, str]]:
-    """The first line (number, column of its marker, recipe id) that ends in patchkit's marker but is not one
-    patchkit writes: taking the marked lines out would take it out too, so the original could not be given back."""
+def foreign_lines(text: str) -> List[Tuple[int, int, str]]:
+    """Every line (number, column of its marker, recipe id) that ends in patchkit's marker but is not one patchkit
+    writes (someone's own line, or a hand edit): taking the marked lines out would lose it."""
     if "  # patchkit:" not in text:
-        return None
+        return []
     lines = split_lines(text)
     headers = {found.group(1) for found in (re.search(r"^\s*import patchkit\.runtime as _patchkit_runtime  "
                                                       r"# patchkit:([a-z0-9][a-z0-9._-]*)$", line.rstrip("\r\n"))
                                             for line in lines) if found}
+    out = []
     for number, line in enumerate(lines, 1):
         body = line.rstrip("\r\n")
         found = re.search(r"(?<=\S)  # patchkit:([a-z0-9][a-z0-9._-]*)$", body)
@@ -92,8 +95,41 @@ def foreign_line(text: str) -> Optional[Tuple[int, int, str]]:
         code = body[: found.start()]
         if _WRITTEN.fullmatch(code) or (code.strip() in _SKELETON and found.group(1) in headers):
             continue
-        return number, found.start() + 3, found.group(1)
-    return None
+        out.append((number, found.start() + 3, found.group(1)))
+    return out
+
+
+def foreign_line(text: str) -> Optional[Tuple[int, int, str]]:
+    """The first of :func:`foreign_lines`: apply refuses a file with one, since the original could not be given back."""
+    found = foreign_lines(text)
+    return found[0] if found else None
+
+
+def take_out(text: str, gone: Collection[str]) -> Tuple[str, List[Tuple[int, str]]]:
+    """``text`` without the lines patchkit writes for the recipes in ``gone``, and the marked lines it keeps because
+    patchkit does not write them (of any recipe): ``(line number in the new text, recipe id)`` each.
+
+    For a file whose bytes are not the ones patchkit wrote (edited since, or with no record): its marker alone
+    does not make a line patchkit's.
+    """
+    foreign = {number: rid for number, _col, rid in foreign_lines(text)}
+    kept, out = [], []
+    for number, line in enumerate(split_lines(text), 1):
+        if number in foreign:
+            out.append(line)
+            kept.append((len(out), foreign[number]))
+        elif not any(is_own_line(line, rid) for rid in gone):
+            out.append(line)
+    return "".join(out), kept
+
+
+def written_ids(text: str) -> List[str]:
+    """The recipes with a line in ``text`` that patchkit writes, in order of appearance (:func:`applied_ids` without
+    the ids only someone's own marked lines name)."""
+    numbers = {n for n, _c, _r in foreign_lines(text)}
+    if not numbers:
+        return applied_ids(text)
+    return applied_ids("".join(line for n, line in enumerate(split_lines(text), 1) if n not in numbers))
 
 
 def _mentions(line: str, recipe_id: str) -> bool:
@@ -103,19 +139,22 @@ def _mentions(line: str, recipe_id: str) -> bool:
 
 def leftover(text: str, gone: Collection[str], everything: bool) -> Optional[Tuple[int, str]]:
     """The first line, numbered as in ``text`` (the file on disk), that still mentions a recipe in ``gone``
-    once their marked lines are out (or mentions the runtime unmarked, when ``everything``: no recipe is left)."""
+    once their marked lines are out (or mentions the runtime unmarked, when ``everything``: no recipe is left).
+    A marked line patchkit did not write is not one of them: revert keeps it and says so on its own."""
     for number, line in enumerate(split_lines(text), 1):
         if any(is_own_line(line, rid) for rid in gone):
-            continue  # taken out
+            continue  # taken out, or kept as someone's own
         if any(_mentions(line, rid) for rid in gone) or (everything and "_patchkit_runtime" in line
                                                           and not is_own_line(line)):
             return number, line
     return None
 
 
-def kept_line_numbers(text: str, gone: Collection[str]) -> List[int]:
-    """The line numbers in ``text`` of the lines left once the marked lines of ``gone`` are taken out."""
-    return [n for n, line in enumerate(split_lines(text), 1) if not any(is_own_line(line, rid) for rid in gone)]
+def kept_line_numbers(text: str, gone: Collection[str], keep: Collection[int] = ()) -> List[int]:
+    """The line numbers in ``text`` of the lines left once the marked lines of ``gone`` (but those in ``keep``)
+    are taken out."""
+    return [n for n, line in enumerate(split_lines(text), 1)
+            if n in keep or not any(is_own_line(line, rid) for rid in gone)]
 
 
 def decode(data: bytes, path: Path) -> Tuple[str, str]:

@@ -13,12 +13,17 @@ walrus, ``**``, starred value or keyword argument, and no dunder name or
 attribute (``__import__``, ``__class__``...) but :data:`DUNDERS`, the names
 of a class.  The check is on Python's own parse tree (``ast``, ``eval``
 mode); libcst parses the same text again when the line is written.
+
+A guard that passes may still raise where the line runs (an attribute a
+release lacks): the line hands it to the runtime as a lambda, which reads
+that as false.  :func:`uncertain_chains` names the reads ``validate`` warns
+about.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict
+from typing import Callable, Dict, List, Tuple
 
 MAX_DEPTH = 40  # far beyond any real guard; deep nesting would exhaust the parsers' recursion
 MAX_CHARS = 1000  # one readable line; the shipped recipes' longest is under 70
@@ -118,3 +123,32 @@ def _call(node: ast.Call) -> str:
 
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
+
+
+def uncertain_chains(text: str) -> List[Tuple[str, str]]:
+    """The attribute chains a (checked) guard reads that may not exist: an attribute of an attribute
+    (``self.config.use_dynamic_bsz``), each with the same read written so that a missing one is ``None``
+    (``getattr(self.config, "use_dynamic_bsz", None)``).
+
+    The first attribute of a name is the target's own (``self.role``: the recipe names the class); what it
+    holds (a config, a model) may differ between releases and classes.  Such a guard is not wrong: where the
+    attribute is missing it raises when the line runs, and the runtime reads that as false.
+    """
+    found: List[Tuple[int, str, str]] = []
+    inner = set()
+    for node in ast.walk(ast.parse(text.strip(), mode="eval")):
+        if not isinstance(node, ast.Attribute) or id(node) in inner:
+            continue
+        hops, base = [], node
+        while isinstance(base, ast.Attribute):
+            inner.add(id(base.value))
+            hops.append(base.attr)
+            base = base.value
+        if len(hops) < 2:
+            continue
+        hops.reverse()
+        safe = f"{ast.unparse(base)}.{hops[0]}"
+        for attr in hops[1:]:
+            safe = f'getattr({safe}, "{attr}", None)'
+        found.append((node.col_offset, ast.unparse(node), safe))
+    return [(chain, safe) for _, chain, safe in sorted(found)]

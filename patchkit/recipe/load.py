@@ -108,7 +108,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
 
     recipe = m.Recipe(id=rid, description=description.strip(), target=target, backend=backend,
                       profiler=profiler, schedule=schedule, options=options, roles=roles, guard=guard,
-                      points=points, notes=notes, examples=examples, path=path)
+                      points=points, notes=notes, examples=examples, path=path, warnings=tuple(r.warnings))
     settings = m.Settings(recipe=recipe, choices=tuple(choices), overrides=tuple(overrides))
     if not settings.active_points():
         raise RecipeError("no point is in use with the chosen options " + str(dict(choices)), Location(path),

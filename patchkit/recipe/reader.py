@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from patchkit.core.errors import Location, OverrideError, RecipeError
-from patchkit.recipe.guards import ALLOWED, check_expression
+from patchkit.recipe.guards import ALLOWED, check_expression, uncertain_chains
 from patchkit.recipe.yamlpos import KEY, Marks, shorten
 
 _ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -49,6 +49,7 @@ class Reader:
 
     def __init__(self, data: Any, marks: Marks, path: str, overridden: Mapping[Tuple[Any, ...], str]):
         self.data, self.marks, self.path, self.overridden = data, marks, path, overridden
+        self.warnings: List[str] = []  # what `validate` says of a recipe that loads: "PATH:LINE:COL: message"
 
     def where(self, here: Tuple[Any, ...], key: bool = False) -> Location:
         probe = here + (KEY,) if key else here
@@ -150,7 +151,15 @@ class Reader:
         text = self.string(here, "a Python expression")
         hint = ("write one expression on one line that only reads values, e.g. `self.actor_optimizer is None`; "
                 f"allowed: {ALLOWED}")
-        return check_expression(text, lambda msg: self.fail(here, msg, hint))
+        checked = check_expression(text, lambda msg: self.fail(here, msg, hint))
+        for chain, safe in uncertain_chains(checked):
+            where = "<command line>" if any(here[:n] in self.overridden for n in range(len(here), 0, -1)) \
+                else str(self.where(here))
+            self.warnings.append(
+                f"{where}: {name_of(here)} reads {chain}, an attribute of an attribute, which may not exist in every "
+                f"release or class; where it is missing the guard raises when the line runs, and patchkit reads that "
+                f"as false (no step there, one line on stderr). If a missing one means false, write {safe}")
+        return checked
 
 
 def kind_of(value: Any) -> str:

@@ -10,6 +10,7 @@ A patched module does, at import::
 
     try:
         import patchkit.runtime as _patchkit_runtime
+        _patchkit_runtime.require(2)  # an older build: the stand-in below
     except Exception:
         _patchkit_runtime = <a stand-in whose functions do nothing>  # and one line on stderr
     _patchkit_runtime.configure("verl-fsdp-update", backend="torch", level="level0", ...)
@@ -17,7 +18,10 @@ A patched module does, at import::
 and, inside methods, ``_patchkit_runtime.start(key)``, ``_patchkit_runtime.step(key)``
 or ``@_patchkit_runtime.on_exit(key, guard)``.  A key is ``"recipe-id"`` or
 ``"recipe-id/role"`` (settings are looked up by the recipe id); ``None`` means
-"not this time".
+"not this time".  A point's guard comes as a callable, ``step(key, lambda:
+not forward_only)``, and a role chosen where the line runs as a callable key:
+the runtime calls them, so a guard that raises is false (one line on stderr,
+once per point), never an exception in the job.
 
 What it guarantees:
 
@@ -63,12 +67,13 @@ from patchkit.runtime.control import at_exit as _at_exit  # noqa: F401  (tests c
 from patchkit.runtime.control import bad_key as _bad_key
 from patchkit.runtime.control import call as _call
 from patchkit.runtime.registry import captures as _captures
+from patchkit.runtime.registry import chosen as _chosen
 from patchkit.runtime.registry import clear as _clear
 from patchkit.runtime.registry import done as _done
 from patchkit.runtime.registry import fail as _fail
 from patchkit.runtime.registry import finished as _finished
+from patchkit.runtime.registry import holds as _holds
 from patchkit.runtime.registry import lock as _lock
-from patchkit.runtime.registry import once as _once
 from patchkit.runtime.registry import quick as _quick
 from patchkit.runtime.registry import refused as _refused
 from patchkit.runtime.registry import settings as _settings
@@ -78,7 +83,17 @@ from patchkit.runtime.ranges import (  # noqa: F401  (the calls of range and mar
 )
 
 __all__ = ["configure", "start", "step", "on_exit", "refuse", "range_start", "range_end", "ranged", "mark", "reset",
-           "set_strict", "report", "schedule_action"]
+           "set_strict", "report", "schedule_action", "require", "LINES"]
+
+# The lines this runtime serves: 2 passes a point's guard (and a role chosen as the line runs) as a callable.
+LINES = 2
+
+
+def require(lines):
+    """Called by a patched module's header: an older runtime than its lines need raises ImportError, so the module
+    falls back to the stand-in that does nothing (and says so), instead of an error where a point calls it."""
+    if not isinstance(lines, int) or lines > LINES:
+        raise ImportError(f"the lines need patchkit.runtime for lines {lines!r}; this one serves up to {LINES}")
 
 
 # ---------------------------------------------------------------------------
@@ -93,39 +108,63 @@ def configure(recipe_id, **settings):
         _fail(str(recipe_id), "configure failed", exc)
 
 
-def refuse(recipe_id, reason):
+def refuse(recipe_id, reason, guard=None):
     """Keep every capture of ``recipe_id`` from starting in this process, and say why once.
 
     For a framework whose own profiler is switched on: two profilers in one
-    process would corrupt each other's data.
+    process would corrupt each other's data.  ``guard``: as for :func:`step`.
     """
+    if guard is not None and not _holds(guard, recipe_id):
+        return
     try:
         _refused[str(recipe_id)] = str(reason)
     except Exception:  # pragma: no cover - str() of a literal does not fail
         pass
 
 
-def step(key):
-    """Advance the capture of ``key`` by one step (starting it first if needed)."""
+def step(key, guard=None):
+    """Advance the capture of ``key`` by one step (starting it first if needed).
+
+    ``guard``: the point's condition as a callable (``lambda: not forward_only``), called only while ``key``
+    can still record, so a finished key costs one set lookup whatever the guard; false or raising, no step (one
+    that raises is said once, never raised).  ``key`` may be a callable too, called after the guard: the role
+    chosen where the line runs (``lambda: "r/actor" if ... else None``); one that raises means None.
+    """
     try:
         if key in _finished:
             return
         quick = _quick.get(key)
     except TypeError:  # an unhashable key: never ours
         return _bad_key(key)
+    if guard is not None and not _holds(guard, key):
+        return
     # A running capture serves the steps between its schedule events itself;
     # the rest (a first call, a window opening or closing, another thread) takes the full path.
-    if quick is None or not quick():
+    if quick is None:
+        if callable(key):  # the role, chosen here: its key's own step
+            key = _chosen(key)
+            if key in _finished:
+                return
+            quick = _quick.get(key)
+            if quick is not None and quick():
+                return
+        _call(key, True)
+    elif not quick():
         _call(key, True)
 
 
-def start(key):
-    """Create and start the capture of ``key`` now (its step 0); later calls do nothing."""
+def start(key, guard=None):
+    """Create and start the capture of ``key`` now (its step 0); later calls do nothing.  ``guard``, a callable
+    ``key``: as for :func:`step`."""
     try:
         if key in _finished or key in _captures:
             return
     except TypeError:
         return _bad_key(key)
+    if guard is not None and not _holds(guard, key):
+        return
+    if callable(key):
+        return start(_chosen(key))
     _call(key, False)
 
 
@@ -136,32 +175,16 @@ def on_exit(key, guard=None):
     is its own start point); after it, in a ``finally``, ``step(key)`` runs
     when ``guard`` is None or ``guard(*args, **kwargs)`` is true.  ``key`` may
     be a callable taking the method's arguments and returning a key or None.
-    A guard or key callable that raises counts as false / None (said once).
+    A guard or key callable that raises counts as false / None (said once, naming the decorator's line).
     """
     key_fn = key if callable(key) else None
 
     def decorate(fn):
         def resolve(args, kwargs):
-            if key_fn is None:
-                return key
-            try:
-                k = key_fn(*args, **kwargs)
-            except Exception as exc:
-                _once(("on_exit", id(key_fn)), f"{_label(fn)}: choosing the capture key raised "
-                      f"{type(exc).__name__}: {exc}; not stepping for such calls")
-                return None
-            if k is not None and not isinstance(k, str):
-                _once(("on_exit-type", id(key_fn)), f"{_label(fn)}: capture key {k!r} is not a string; ignored")
-                return None
-            return k
+            return key if key_fn is None else _chosen(key_fn, args, kwargs)
 
         def allowed(args, kwargs):
-            try:
-                return bool(guard(*args, **kwargs))
-            except Exception as exc:
-                _once(("guard", id(guard)), f"{_label(fn)}: the guard raised {type(exc).__name__}: {exc}; "
-                      "counted as false")
-                return False
+            return _holds(guard, key if key_fn is None else None, args, kwargs)
 
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
@@ -232,7 +255,3 @@ def schedule_action(step_index, wait, warmup, active, repeat=0, skip_first=0, st
     from patchkit.runtime.backends import schedule_action as sa
 
     return sa(step_index, wait, warmup, active, repeat, skip_first, steps)
-
-
-def _label(fn):
-    return getattr(fn, "__qualname__", repr(fn))

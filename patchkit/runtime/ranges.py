@@ -1,7 +1,8 @@
 """Labelled ranges and marks (a recipe's ``action: range`` and ``action: mark`` points), inside capture windows.
 
 ``range_start``/``range_end`` go before and after a statement, ``ranged`` is
-the decorator around a whole method, ``mark`` an instant.  Each does
+the decorator around a whole method, ``mark`` an instant; a guard and a role
+chosen where the line runs come as callables, as for ``step``.  Each does
 something only while a capture window of ``key`` is open in this process, and
 runs the backend's ``range_open`` / ``range_close`` / ``mark`` code: a
 ``record_function`` span on torch, an mstx range or mark on npu, an NVTX
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import functools
 
-from patchkit.runtime.registry import captures, once, strict
+from patchkit.runtime.registry import captures, chosen, holds, once, strict, where
 
 
 def _window(key):
@@ -29,13 +30,26 @@ def _window(key):
 def _failed(key, what, exc):
     if strict():
         raise exc
+    if callable(key):  # a role chosen where the line runs: the line is the point
+        key = f"the line at {where(key)}"
     once((key, "ranges"), f"{key}: {what} failed ({type(exc).__name__}: {exc}); its ranges and marks are left out")
 
 
-def range_start(key, name):
+def _open(key, guard):
+    """The capture whose window a guarded point at ``key`` acts in, else None: ``guard`` and a callable ``key`` as
+    for :func:`patchkit.runtime.step` (the guard first, and for a plain key only while a window is open)."""
+    if callable(key):
+        if guard is not None and not holds(guard):
+            return None
+        key, guard = chosen(key), None
+    cap = _window(key)
+    return cap if cap is not None and (guard is None or holds(guard, key)) else None
+
+
+def range_start(key, name, guard=None):
     """Open the range ``name`` (closing one of that name an exception left open)."""
     try:
-        cap = _window(key)
+        cap = _open(key, guard)
         if cap is not None:
             cap.close_ranges(name)
             cap.open_range(name)
@@ -46,6 +60,7 @@ def range_start(key, name):
 def range_end(key, name):
     """Close the range ``name`` opened last (nothing when none is open)."""
     try:
+        key = chosen(key) if callable(key) else key
         cap = captures.get(key) if isinstance(key, str) else None
         if cap is not None and cap.program is not None:
             open_ = [e for e in cap.ranges if e[0] == name]
@@ -55,10 +70,10 @@ def range_end(key, name):
         _failed(key, f"closing the range {name!r}", exc)
 
 
-def mark(key, name):
+def mark(key, name, guard=None):
     """An instant labelled ``name`` in the window."""
     try:
-        cap = _window(key)
+        cap = _open(key, guard)
         if cap is not None:
             cap.mark(name)
     except Exception as exc:
@@ -70,19 +85,18 @@ def ranged(key, name, guard=None):
 
     ``key`` and ``guard`` as for :func:`patchkit.runtime.on_exit`: a key or a
     callable of the function's arguments returning one, and an optional
-    condition on them; either raising counts as no range.
+    condition on them; either raising counts as no range (said once).
     """
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             entry = cap = None
             try:
-                k = key(*args, **kwargs) if callable(key) else key
-                if guard is None or guard(*args, **kwargs):
-                    cap = _window(k)
+                if guard is None or holds(guard, key, args, kwargs):
+                    cap = _window(chosen(key, args, kwargs) if callable(key) else key)
                     entry = cap.open_range(name) if cap is not None else None
             except Exception as exc:
-                _failed(str(key), f"opening the range {name!r}", exc)
+                _failed(key, f"opening the range {name!r}", exc)
             try:
                 return fn(*args, **kwargs)
             finally:

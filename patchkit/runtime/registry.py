@@ -52,6 +52,46 @@ def once(topic, msg):
         say(msg)
 
 
+def where(fn):
+    """``file:line`` where ``fn`` was written: for the lambda an inserted line passes, that line of the target."""
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else repr(fn)
+
+
+def _raised(fn, key, what, exc, meaning):
+    """One line, once per point (the lambda's code is the point's own), for a guard or role that raised."""
+    detail = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else type(exc).__name__
+    whose = f"{key}: " if isinstance(key, str) else ""
+    once((what, getattr(fn, "__code__", fn)), f"{whose}{what} at {where(fn)} raised {detail}; {meaning} there "
+         "whenever it raises (said once), the job runs on")
+
+
+def holds(guard, key=None, args=(), kwargs=None):
+    """Whether a point's guard is true (called with ``args``): one that raises is false, said once, never raised."""
+    try:
+        return bool(guard(*args, **kwargs) if kwargs else guard(*args) if args else guard())
+    except Exception as exc:
+        _raised(guard, key, "the guard", exc, "read as false")
+        return False
+
+
+def chosen(key, args=(), kwargs=None):
+    """The key a callable chooses where the line runs (from the roles' expressions): a str, or None for "not this
+    time" (also when it raises, or gives something else; said once)."""
+    try:
+        k = key(*args, **kwargs) if kwargs else key(*args) if args else key()
+    except Exception as exc:
+        _raised(key, None, "choosing the role", exc, "read as no role (not this time)")
+        return None
+    if k is None or k.__class__ is str:
+        return k
+    if not isinstance(k, str):
+        once(("key-type", getattr(key, "__code__", key)), f"the capture key chosen at {where(key)} is {k!r}, "
+             "not a string; ignored")
+        return None
+    return k
+
+
 def retire(key, cap):
     """``key`` is finished for good: no capture runs for it, no later call does anything."""
     with lock:

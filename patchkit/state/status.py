@@ -97,5 +97,6 @@ def _status(led: Ledger, root: Optional[str] = None) -> List[FileStatus]:
             state = Status.REPLACED
         out.append(FileStatus(rec, state, led.read_backup(rec.original_sha256) is not None))
     explained = {key: tuple(rec.recipes) for key, rec in led.files.items()}
-    out += [FileStatus(None, Status.NO_RECORD, None, f) for f in unrecorded.find(explained, root)]
+    out += [FileStatus(None, Status.NO_RECORD, None, f) for f in unrecorded.find(explained, root)
+            if f.recipes]  # a file whose marked lines are all someone's own has no recipe applied
     return out

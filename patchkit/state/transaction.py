@@ -6,7 +6,8 @@ taking the lines out again gives the original bytes), backs the originals
 up, records them, and only then writes all files as one transaction
 (:meth:`patchkit.state.ledger.Ledger.commit`).  Revert gives back the exact
 original bytes where a file is as patchkit left it, else takes out only
-patchkit's marked lines.
+the marked lines patchkit writes: a line that ends in the marker but is
+someone's own stays, and its outcome names it.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
                 info = rec.recipes[rid].git
                 if info:
                     commits.setdefault((info["work_tree"], info["branch"]), info)
-            outcome, change = _revert_file(led, rec, gone, force)
+            outcome, change = _revert_file(led, rec, gone, force, everything)
             outcomes.append(outcome)
             if change is not None:
                 writes.append(change)
@@ -165,9 +166,8 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
             if not rec.recipes:
                 led.files.pop(key)
         outcomes += _revert_unrecorded(led, ids, everything, root, force, writes, before)
-        if ids and not outcomes:
-            raise LedgerError(f"nothing to revert: {', '.join(sorted(ids))} is not applied"
-                              + (f" under {root}" if root else ""), hint="see `patchkit status`")
+        if ids and all(o.state is Outcome.NOT_PATCHKITS for o in outcomes):
+            raise _not_applied(ids, root, outcomes)
         if before or writes:
             led.commit(writes, before)
         if commits:
@@ -175,8 +175,22 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
     return outcomes
 
 
-def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
-    """What to do with one file: an outcome, and ``(path, old, new)`` when it is to be written."""
+def _not_applied(ids: set, root: Optional[str], outcomes: List[FileOutcome]) -> LedgerError:
+    """Nothing of ``ids`` to revert; where only someone's own lines end in their marker, the first of them."""
+    message = f"nothing to revert: {', '.join(sorted(ids))} is not applied" + (f" under {root}" if root else "")
+    if not outcomes:
+        return LedgerError(message, hint="see `patchkit status`")
+    o = outcomes[0]
+    line, rid = o.foreign[0]
+    return LedgerError(f"{message}: this line ends in `# patchkit:{rid}`, but patchkit did not write it, so revert "
+                       "leaves it", Location(str(o.path), line),
+                       f"if it is yours, change the comment (e.g. to `# patchkit {rid}`) so patchkit stops reading "
+                       "it as its own line, else delete it")
+
+
+def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool, asked_all: bool = False):
+    """What to do with one file: an outcome, and ``(path, old, new)`` when it is to be written.  The outcome names
+    the marked lines kept because patchkit did not write them: of ``gone``, or of any recipe when ``asked_all``."""
     from patchkit.state.ledger import sha256
 
     from patchkit.state.targetfile import read_target
@@ -191,17 +205,24 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
     if digest == rec.original_sha256:
         return FileOutcome(path, rec.relpath, Outcome.ALREADY_ORIGINAL, label), None
     text, encoding = marks.decode(data, path)
-    if not any(rid in marks.applied_ids(text) for rid in gone):
-        return FileOutcome(path, rec.relpath, Outcome.REPLACED, label), None  # reinstalled or upgraded: leave it alone
     edited = digest != rec.patched_sha256
+    # The ledger vouches for every marked line of the bytes patchkit wrote; in other bytes a line is patchkit's
+    # only where patchkit writes such lines: someone's own line ending in the marker stays, and is reported.
+    if not any(rid in (marks.written_ids(text) if edited else marks.applied_ids(text)) for rid in gone):
+        foreign = tuple((n, rid) for n, _col, rid in marks.foreign_lines(text) if asked_all or rid in gone)
+        return FileOutcome(path, rec.relpath, Outcome.REPLACED, label, foreign=foreign), None  # reinstalled
     everything = not set(rec.recipes) - gone
     backup = led.read_backup(rec.original_sha256)
     if everything and backup is not None and (not edited or force):
         state = Outcome.REVERTED_EDITS_DISCARDED if edited else Outcome.REVERTED
         return FileOutcome(path, rec.relpath, state, label), (path, data, backup)
-    new = text
-    for rid in gone:
-        new = marks.strip(new, rid)
+    if edited:
+        new, kept = marks.take_out(text, gone)
+    else:
+        new, kept = text, []
+        for rid in gone:
+            new = marks.strip(new, rid)
+    kept = tuple((n, rid) for n, rid in kept if asked_all or rid in gone)
     leftover = marks.leftover(text, gone, everything)
     if leftover and not force:
         raise LedgerError(f"line {leftover[0]} still refers to patchkit after its marked lines are taken out "
@@ -220,7 +241,7 @@ def _revert_file(led: Ledger, rec: FileRecord, gone: set, force: bool):
         state = Outcome.REVERTED_EDITS_KEPT_BACKUP_MISSING if edited else Outcome.REVERTED_BACKUP_MISSING
     else:
         state = Outcome.REVERTED_EDITS_KEPT if edited else Outcome.REVERTED
-    return FileOutcome(path, rec.relpath, state, label), (path, data, new.encode(encoding))
+    return FileOutcome(path, rec.relpath, state, label, foreign=kept), (path, data, new.encode(encoding))
 
 
 def _breaks(before: str, after: str, path: Path):
@@ -248,18 +269,24 @@ def _revert_unrecorded(led: Ledger, ids: set, everything: bool, root: Optional[s
 
     planned = {str(path): i for i, (path, _old, _new) in enumerate(writes)}
     explained = {key: tuple(rec.recipes) for key, rec in led.files.items()}
+    handled = set(before)  # the records' part named their kept marked lines already
 
     def current(path: Path) -> Optional[bytes]:  # what the records' part is about to write there, if anything
         return writes[planned[str(path)]][2] if str(path) in planned else None
 
     outcomes = []
     for f in unrecorded.find(explained, root, current):
+        key = str(f.path)
         gone = f.recipes if everything else tuple(rid for rid in f.recipes if rid in ids)
         if not gone:
+            mine = tuple((n, rid) for n, rid in f.foreign if everything or rid in ids) if key not in handled else ()
+            if mine:  # marked lines, none of them patchkit's: left alone, and said
+                label = ",".join(sorted({rid for _, rid in mine}))
+                outcomes.append(FileOutcome(f.path, f.relpath, Outcome.NOT_PATCHKITS, label, foreign=mine))
             continue
-        key = str(f.path)
         rec = led.files.get(key)
-        new, kept_line = unrecorded.take_out(f, gone, rec is None and set(gone) == set(f.recipes), force)
+        new, kept_line, kept = unrecorded.take_out(f, gone, rec is None and set(gone) == set(f.recipes), force)
+        kept = [(n, rid) for n, rid in kept if (everything or rid in gone) and key not in handled]
         _check_writable(f.path)
         if key in planned:
             writes[planned[key]] = (writes[planned[key]][0], writes[planned[key]][1], new)
@@ -273,5 +300,6 @@ def _revert_unrecorded(led: Ledger, ids: set, everything: bool, root: Optional[s
         branches = " or ".join(f"patchkit/{rid}" for rid in gone)
         note = (f"in the git work tree {top}: only the file's content is put back; a branch {branches} that "
                 "`apply --commit` made under another PATCHKIT_HOME stays (git branch -D it)") if top is not None else ""
-        outcomes.append(FileOutcome(f.path, f.relpath, Outcome.REVERTED_NO_RECORD, ",".join(gone), note, kept_line))
+        outcomes.append(FileOutcome(f.path, f.relpath, Outcome.REVERTED_NO_RECORD, ",".join(gone), note, kept_line,
+                                    tuple(kept)))
     return outcomes

@@ -34,8 +34,9 @@ class Found(NamedTuple):
     root: Path
     distribution: str
     version: Optional[str]
-    recipes: Tuple[str, ...]  # the recipes no record explains, sorted
+    recipes: Tuple[str, ...]  # the recipes no record explains, sorted (with a line patchkit writes)
     data: bytes  # the file's bytes as they were read
+    foreign: Tuple[Tuple[int, str], ...] = ()  # (line, recipe id) of marked lines patchkit does not write, no record's
 
 
 def spots(root: Optional[str] = None) -> List[Spot]:
@@ -91,17 +92,21 @@ def find(explained: Mapping[str, Tuple[str, ...]], root: Optional[str] = None,
         except TargetError:  # listed all the same; taking the lines out says what is wrong with the file
             text = data.decode("utf-8", "replace")
         known = explained.get(str(spot.path), ())
-        ids = tuple(sorted(rid for rid in marks.applied_ids(text) if rid not in known))
-        if ids:
+        ids = tuple(sorted(rid for rid in marks.written_ids(text) if rid not in known))
+        foreign = tuple((n, rid) for n, _col, rid in marks.foreign_lines(text) if rid not in known)
+        if ids or foreign:
             key = (spot.root, spot.distribution)
             if key not in versions:
                 versions[key] = version_in(spot.root, spot.distribution)
-            found.append(Found(spot.path, spot.relpath, spot.root, spot.distribution, versions[key], ids, data))
+            found.append(Found(spot.path, spot.relpath, spot.root, spot.distribution, versions[key], ids, data,
+                               foreign))
     return sorted(found, key=lambda f: str(f.path))
 
 
-def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tuple[bytes, Optional[int]]:
-    """The file's new bytes once the marked lines of ``gone`` are out, and the hand-edited line ``force`` kept.
+def take_out(found: Found, gone: Tuple[str, ...], last: bool,
+             force: bool) -> Tuple[bytes, Optional[int], List[Tuple[int, str]]]:
+    """The file's new bytes once the lines patchkit wrote for ``gone`` are out, the hand-edited line ``force``
+    kept, and the marked lines kept because patchkit does not write them (``(line in the new file, id)``).
 
     ``last``: no recipe is left in the file afterwards, so an unmarked line
     calling the runtime is a hand edit too.  Such lines, and a result that
@@ -109,9 +114,8 @@ def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tu
     """
     path = found.path
     text, encoding = marks.decode(found.data, path)
-    new = text
-    for rid in gone:
-        new = marks.strip(new, rid)
+    new, kept = marks.take_out(text, gone)  # no record vouches for a marked line: only its shape makes it patchkit's
+    keep = {n for n, _col, _rid in marks.foreign_lines(text)}
     left = marks.leftover(text, gone, last)
     if left is not None and not force:
         raise LedgerError(f"line {left[0]} still refers to patchkit after its marked lines are taken out "
@@ -121,12 +125,12 @@ def take_out(found: Found, gone: Tuple[str, ...], last: bool, force: bool) -> Tu
     data = new.encode(encoding)
     broken = _compile_error(data, path)
     if broken is not None and _compile_error(found.data, path) is None:
-        kept = marks.kept_line_numbers(text, gone)
-        line = kept[broken.lineno - 1] if broken.lineno and 0 < broken.lineno <= len(kept) else None
+        numbers = marks.kept_line_numbers(text, gone, keep)
+        line = numbers[broken.lineno - 1] if broken.lineno and 0 < broken.lineno <= len(numbers) else None
         raise LedgerError(f"taking patchkit's marked lines out leaves a file Python cannot compile ({broken.msg}); "
                           "nothing was written", Location(str(path), line),
                           "the file was edited by hand around patchkit's lines: take them out yourself")
-    return data, (left[0] if left is not None else None)
+    return data, (left[0] if left is not None else None), kept
 
 
 def _compile_error(data: bytes, path: Path) -> Optional[SyntaxError]:
