@@ -187,7 +187,10 @@ def test_a_linked_ascend_folder_and_a_linked_manifest_are_refused(shared, tmp_pa
     assert f"{out / 'host_4_1_ascend_pt'} is a symbolic link: never followed" in result.stderr
     assert f"{out / manifest.FOLDER / 'planted.json'}: the manifest is a symbolic link" in result.stderr
     assert sorted(p.name for p in (dest / "verl-fsdp-update").glob("*.json")) == [f"rank0_{GOOD}"]
-    assert not list(dest.rglob("*host_5.1*"))  # the trace the linked manifest claims is left with it
+    # the linked manifest is never read, not even for the traces it claims: its trace is one found without a
+    # manifest, named by what its own first bytes say (rank 0), not by the manifest's recipe and rank 5
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*host_5.1*.pt.trace.json")) == \
+        ["outputs/rank0_host_5.1.pt.trace.json"]
     assert_contained(tmp_path, dest, before)
 
 
@@ -228,8 +231,9 @@ def test_a_manifest_too_big_to_be_one_patchkit_wrote_is_refused_and_its_data_dro
     big.write_text(big.read_text()[:-1] + ', "padding": "' + "p" * manifest.LIMIT + '"}')
     before = outside(tmp_path, dest)
     result = cli("collect", dest, out, "--skip-broken")
-    assert f"skipped (--skip-broken): {big}: more than 4 MiB" in result.stderr
-    assert not list(dest.rglob("*host_6*")) and good_copy(dest).exists()
+    assert f"skipped (--skip-broken): {big}: more than 4 MiB" in result.stderr and good_copy(dest).exists()
+    assert [p.relative_to(dest).as_posix() for p in dest.rglob("*host_6*.pt.trace.json")] == \
+        ["outputs/rank0_host_6.1.pt.trace.json"]  # as a trace found without a manifest: none of the big one's data
     assert_contained(tmp_path, dest, before)
     [refused] = [c for c in journal.confine(find([str(out)])) if c.manifest == str(big)]
     assert refused.problem and refused.data is None  # over Ray: not sent back to the driver

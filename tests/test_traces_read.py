@@ -196,6 +196,15 @@ def test_a_csv_row_that_is_not_utf8_is_refused_with_its_line(tmp_path):
     assert caught.value.where.line == 3 and "not UTF-8" in caught.value.message
 
 
+def test_a_csv_line_longer_than_torch_npu_writes_is_refused_before_it_is_held(tmp_path):
+    from patchkit.traces.read import LINE_LIMIT
+
+    folder = parsed(tmp_path, step_trace_time_csv=f"{STEP_HEADER}\n0,5,70,10,5,15,20,100,0,10,1\n" + "7" * (3 * LINE_LIMIT))
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(folder), "ascend"))
+    assert caught.value.where.line == 3 and f"longer than {LINE_LIMIT:,} characters" in caught.value.message
+
+
 def test_trace_view_json_is_read_once_for_steps_and_operators(tmp_path, monkeypatch):
     import patchkit.traces.read as traceread
 

@@ -24,7 +24,7 @@ import stat
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
 
 from patchkit.traces.captures import Capture, CaptureError
-from patchkit.core.confined import leads_out, within
+from patchkit.core.confined import Refused, leads_out, open_regular, within
 from patchkit.core.errors import Location
 from patchkit.core.manifest import safe_name
 from patchkit.core.printable import printable
@@ -34,7 +34,6 @@ FORMAT = 1
 LINE_MAX = 64 << 10  # bytes of one journal line: an entry names two paths, each far below this
 LINK = -2  # the size a folder's listing gives a symbolic link or special file: never followed, never copied
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_READ = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a trace does not block
 _MOVE = "a trace is a regular file inside its capture's folder: move this one aside, then collect again"
 
 
@@ -76,7 +75,7 @@ def read(dest: str) -> Dict[str, Dict[str, Any]]:
 def _lines(path: str) -> List[bytes]:
     """The journal's lines, each at most LINE_MAX bytes; a link in its place or a longer line is refused."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = open_regular(path)
     except OSError as exc:
         raise CaptureError(f"cannot read the journal: {_why(path, exc)}", Location(path),
                            "move DEST aside and collect into a new folder") from None
@@ -175,7 +174,7 @@ def what_is(dest: str, rel: str) -> Tuple[str, int, str]:
             return "missing", -1, ""
         if not stat.S_ISREG(st.st_mode):
             return ("folder" if stat.S_ISDIR(st.st_mode) else "other"), -1, ""
-        with os.fdopen(os.open(parts[-1], os.O_RDONLY | _NOFOLLOW, dir_fd=fd), "rb") as handle:
+        with os.fdopen(open_regular(parts[-1], dir_fd=fd), "rb") as handle:
             return ("file",) + digest(handle)
     finally:
         os.close(fd)
@@ -233,21 +232,18 @@ def shown(text: Any, limit: int = 1000) -> str:
 
 
 def open_inside(path: str, root: str) -> BinaryIO:
-    """``path`` opened for reading: refused unless it is a regular file, not a link, and inside ``root`` resolved."""
+    """``path`` opened for reading: refused unless it is a regular file, not a link (as
+    :func:`patchkit.core.confined.open_regular` opens it: a FIFO never blocks), and inside ``root`` resolved."""
     try:
-        fd = os.open(path, _READ)
+        fd = open_regular(path)
     except OSError as exc:
-        why = "is a symbolic link: never followed" if os.path.islink(path) else f"cannot be read ({exc.strerror})"
+        why = str(exc) if isinstance(exc, Refused) else f"cannot be read ({exc.strerror})"
         raise CaptureError(f"{shown(path)} {why}", Location(shown(path)), _MOVE) from None
     try:
         real = _opened(fd, path)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            why = "is not a regular file"
-        elif real is None or not within(real, os.path.realpath(root)):
-            why = f"leads outside {shown(root)}"
-        else:
-            return os.fdopen(fd, "rb")
-        raise CaptureError(f"{shown(path)} {why}: never read", Location(shown(path)), _MOVE)
+        if real is None or not within(real, os.path.realpath(root)):
+            raise CaptureError(f"{shown(path)} leads outside {shown(root)}: never read", Location(shown(path)), _MOVE)
+        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise

@@ -19,20 +19,24 @@ summarised as they are read (:mod:`patchkit.traces.selftime`); nothing here writ
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import re
 from collections import defaultdict
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
+from patchkit.core.confined import Refused, open_bounded
 from patchkit.core.errors import Location, TraceError
-from patchkit.traces.jsonstream import RETAKE, TraceStream
+from patchkit.traces.jsonstream import MOVE, RETAKE, TraceStream
 from patchkit.core.printable import printable
 from patchkit.traces.selftime import MAX_STEP_DIGITS, BadEvent, Op, Step, totals
 from patchkit.traces.files import ASCEND_OUTPUT, Capture, check_ascend_capture
 
 STEP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
 TEXT_FILES = ("trace_view.json", "step_trace_time.csv", "op_statistic.csv", "kernel_details.csv")  # what is read
+CSV_LIMIT = 16 << 30  # bytes of one CSV file read: kernel_details.csv of a long capture runs to a few GB
+LINE_LIMIT = 1 << 20  # characters of one CSV line: torch_npu writes a few hundred
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 FOREIGN = "torch does not write this: check where the trace came from, or take the capture again"
 
@@ -95,7 +99,7 @@ def size_to_read(capture: Capture) -> int:
 
 def _size(path: str) -> int:
     try:
-        return os.stat(path).st_size
+        return os.lstat(path).st_size
     except OSError:
         return 0  # reading it says why
 
@@ -103,6 +107,8 @@ def _size(path: str) -> int:
 def _read_ascend(capture: Capture) -> CaptureData:
     check_ascend_capture(capture.path)
     out = os.path.join(capture.path, ASCEND_OUTPUT)
+    if os.path.islink(out):
+        raise TraceError(f"{ASCEND_OUTPUT} is a symbolic link: never followed", Location(out), hint=MOVE)
     if not os.path.isdir(out):
         raise TraceError("not parsed yet: no ASCEND_PROFILER_OUTPUT (the capture ran with analysis off)",
                          Location(capture.path), hint=f"run `patchkit analyse {os.path.dirname(capture.path)}` "
@@ -138,13 +144,20 @@ def _read_ascend(capture: Capture) -> CaptureData:
 
 
 def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[str, str]]]:
-    """(line, row) of a CSV torch_npu wrote; a TraceError naming the line for a missing column or a cut-off row."""
+    """(line, row) of a CSV torch_npu wrote; a TraceError naming the line for a missing column or a cut-off row.
+
+    Read through :func:`patchkit.core.confined.open_bounded` (a link, a FIFO or a device refused; CSV_LIMIT bytes),
+    a line at most LINE_LIMIT characters.
+    """
     try:
-        handle = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
+        handle = io.TextIOWrapper(open_bounded(path, CSV_LIMIT), encoding="utf-8-sig", errors="surrogateescape",
+                                  newline="")
+    except Refused as exc:
+        raise TraceError(f"{os.path.basename(path)} {exc}", Location(path), hint=MOVE) from None
     except OSError as exc:
         raise TraceError(f"cannot read it: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(_lines(handle, path))
         try:
             header = next(reader, None)
             if header is None:
@@ -165,6 +178,24 @@ def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[st
                 yield reader.line_num, dict(zip(header, fields))
         except csv.Error as exc:
             raise TraceError(f"not a readable CSV file ({exc})", Location(path, reader.line_num), hint=RETAKE) from None
+        except Refused as exc:
+            raise TraceError(f"{os.path.basename(path)} {exc}", Location(path), hint=MOVE) from None
+        except OSError as exc:
+            raise TraceError(f"cannot read it: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
+
+
+def _lines(handle: io.TextIOBase, path: str) -> Iterable[str]:
+    """The lines of ``handle``, each at most LINE_LIMIT characters (a longer one is a TraceError, never held)."""
+    number = 0
+    while True:
+        line = handle.readline(LINE_LIMIT + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > LINE_LIMIT:
+            raise TraceError(f"line {number} is longer than {LINE_LIMIT:,} characters: torch_npu writes a few "
+                             "hundred", Location(path, number), hint=MOVE)
+        yield line
 
 
 def _utf8(fields: List[str], path: str, line: int) -> None:
