@@ -3,11 +3,11 @@
 Each test plants, in a folder of one good capture, what a second user who can
 write there could: a FIFO or a link to ``/dev/zero`` named as a trace, a
 manifest, torch_npu's ``trace_view.json`` or ``step_trace_time.csv``; a gzip
-bomb; a manifest of a newer format naming folders outside.  Every command
-runs in a process of its own under a hard timeout and a bound on its address
-space, so a command that blocks or grows fails the test (no time is
-measured): it must end with exit status 0 or 1, an error naming the planted
-file, and no traceback.
+bomb; a trace of thousands of distinct long operator names; a manifest of a
+newer format naming folders outside.  Every command runs in a process of its
+own under a hard timeout and a bound on its address space, so a command that
+blocks or grows fails the test (no time is measured): it must end with exit
+status 0 or 1, an error naming the planted file, and no traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 import pytest
 
 from patchkit.core import manifest
+from patchkit.traces import selftime
 
 from fake_tools import torch_trace
 
@@ -138,6 +139,29 @@ def test_a_gzip_bomb_is_refused_once_it_expands_past_what_a_profiler_writes(outp
     done = patchkit(command, out, home=tmp_path / "home")
     assert done.returncode == 1 and str(planted) in done.stderr
     assert "decompresses to more than 100 times its size" in done.stderr, done.stderr[-3000:]
+
+
+def test_distinct_operator_names_are_bounded_in_number_and_length_and_the_cut_is_said(tmp_path):
+    names, length = 3000, 10_000  # 30 million characters of distinct names
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+               "dur": 10 * names}]
+    events += [{"ph": "X", "cat": "cpu_op", "name": f"{n:06d}" + "x" * length, "pid": 1, "tid": 1, "ts": n * 10,
+                "dur": 5} for n in range(names)]
+    trace = tmp_path / "out" / GOOD
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"traceEvents": events}))
+    done = patchkit("summary", trace.parent, "--json", "--top", str(names + 10), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    [rank] = json.loads(done.stdout)["ranks"]
+    kept = [op for op in rank["top_ops"] if op["name"] != selftime.OTHER[0]]
+    assert sum(len(op["name"]) + len(op["kind"]) for op in kept) <= selftime.MAX_NAME_CHARS
+    [other] = [op for op in rank["top_ops"] if op["name"] == selftime.OTHER[0]]
+    assert other["calls"] == names - len(kept) and rank["steps"] == [{"step": 1, "duration_us": 10.0 * names}]
+    assert rank["notes"] and f"{names - len(kept)} event(s)" in rank["notes"][0], rank["notes"]
+    text = patchkit("summary", trace.parent, home=tmp_path / "home")
+    assert "  note: " in text.stdout and "names past patchkit's bound" in text.stdout
+    compared = patchkit("compare", trace.parent, trace, home=tmp_path / "home")
+    assert compared.returncode == 0 and "note: A " in compared.stderr and "note: B " in compared.stderr
 
 
 def test_a_newer_manifest_naming_folders_outside_lists_none_of_them(outputs, tmp_path):
