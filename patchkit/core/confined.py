@@ -150,16 +150,15 @@ class _Bounded(io.RawIOBase):
         return self.file.tell()
 
     def readinto(self, buffer) -> int:
-        data = self.source.read(min(len(buffer), self.limit + 1 - self.count))
-        self.count += len(data)
+        got = self.source.readinto(memoryview(buffer)[: self.limit + 1 - self.count])
+        self.count += got
         if self.count > self.limit:
             raise Refused(errno.EFBIG, f"holds more than {size_text(self.limit)}" +
                           (" once decompressed" if self.gz else "") + ": more than patchkit reads of such a file")
         if self.gz and self.count > RATIO * self.file.tell() + SLACK:
             raise Refused(errno.EFBIG, f"decompresses to more than {RATIO} times its size: a profiler's trace "
                                        "compresses some 15 times; this is not one")
-        buffer[: len(data)] = data
-        return len(data)
+        return got
 
     def close(self) -> None:
         if not self.closed:
