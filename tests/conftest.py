@@ -112,3 +112,52 @@ def terminal(monkeypatch):
 
     real = progress.stream
     monkeypatch.setattr(progress, "stream", lambda: Terminal(real()))
+
+
+class Stranger:
+    """A second, unprivileged user (made with useradd for the session) and a sticky folder anyone may write, as
+    ``/tmp`` is: what another user on a shared node can do there, done as that user."""
+
+    def __init__(self, name: str, uid: int, gid: int, sticky: Path):
+        self.name, self.uid, self.gid, self.sticky = name, uid, gid, sticky
+
+    def run(self, *command: str) -> None:
+        """``command`` run as the stranger (``ln -s``, ``mv``, ``mkdir``: no Python, nothing of the test's)."""
+        import subprocess
+
+        done = subprocess.run(list(command), user=self.uid, group=self.gid, extra_groups=[], capture_output=True,
+                              text=True, timeout=60, cwd="/")
+        assert done.returncode == 0, f"{command} as {self.name}: {done.stderr}"
+
+
+@pytest.fixture(scope="session")
+def stranger_account():
+    """(name, uid, gid) of a second user, made with useradd and removed after the session; skipped unless root."""
+    import os
+    import pwd
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("links planted by another user need a second user, made with useradd, which only root can run")
+    if not shutil.which("useradd") or not shutil.which("userdel"):
+        pytest.skip("useradd and userdel are not installed: no second user can be made")
+    name = f"pkstranger{os.getpid() % 100000}"
+    done = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        pytest.skip(f"useradd could not make a second user: {done.stderr.strip()}")
+    entry = pwd.getpwnam(name)
+    yield name, entry.pw_uid, entry.pw_gid
+    subprocess.run(["userdel", name], capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def stranger(stranger_account):
+    """A :class:`Stranger` with a fresh sticky folder (mode 1777, under ``/tmp`` so that the stranger can reach it)."""
+    import os
+    import tempfile
+
+    sticky = Path(tempfile.mkdtemp(prefix="patchkit-sticky-", dir="/tmp"))
+    os.chmod(sticky, 0o1777)
+    yield Stranger(*stranger_account, sticky)
+    shutil.rmtree(sticky, ignore_errors=True)

@@ -130,3 +130,38 @@ def test_apply_finds_the_package_once_and_says_a_skipped_version_check_before_wr
     assert "version check skipped" not in result.stderr  # verl 0.6.1 is in range: nothing was skipped
     result = run("apply", R, "--root", root, code=0)
     assert len(calls) == 2
+
+
+def test_diff_o_writes_the_patch_whole_and_replaces_a_file_of_yours(tree, tmp_path):
+    root = tree("verl-0.6")
+    patch = tmp_path / "out.patch"
+    patch.write_text("old")
+    result = run("diff", R, "--root", root, "-o", patch)
+    assert patch.read_text().startswith(f"--- a/{DP}\n") and f"wrote {patch}" in result.stderr
+    assert not [p for p in tmp_path.iterdir() if "patchkit-tmp" in p.name]
+
+
+def test_diff_o_into_a_missing_folder_is_an_error_not_a_traceback(tree, tmp_path):
+    root = tree("verl-0.6")
+    result = run("diff", R, "--root", root, "-o", tmp_path / "missing" / "out.patch", code=1)
+    assert "Traceback" not in result.output and not (tmp_path / "missing").exists()
+    assert f"error: {tmp_path / 'missing' / 'out.patch'}: {tmp_path / 'missing'} does not exist" in result.stderr
+    assert f"hint: create it first (`mkdir -p {tmp_path / 'missing'}`)" in result.stderr
+
+
+def test_diff_o_never_writes_through_a_link_another_user_planted_in_a_sticky_folder(tree, tmp_path, stranger):
+    """On a node where fs.protected_symlinks is 0, the kernel lets root follow such a link: patchkit does not."""
+    root = tree("verl-0.6")
+    victim = tmp_path / "victim"
+    victim.write_text("root's own file\n")
+    planted = stranger.sticky / "out.patch"
+    stranger.run("ln", "-s", str(victim), str(planted))
+    result = run("diff", R, "--root", root, "-o", planted, code=1)
+    assert victim.read_text() == "root's own file\n" and planted.is_symlink()
+    assert f"error: {planted}: {planted} is a symbolic link (owned by uid {stranger.uid})" in result.stderr
+    assert "hint: " in result.stderr and sorted(p.name for p in stranger.sticky.iterdir()) == ["out.patch"]
+    stranger.run("mkdir", str(stranger.sticky / "theirs"))
+    stranger.run("ln", "-s", str(tmp_path), str(stranger.sticky / "theirs" / "up"))  # a folder on the way
+    result = run("diff", R, "--root", root, "-o", stranger.sticky / "theirs" / "up" / "x.patch", code=1)
+    assert f"is a symbolic link owned by uid {stranger.uid}, not by you" in result.stderr
+    assert not (tmp_path / "x.patch").exists()

@@ -187,7 +187,10 @@ def test_a_linked_ascend_folder_and_a_linked_manifest_are_refused(shared, tmp_pa
     assert f"{out / 'host_4_1_ascend_pt'} is a symbolic link: never followed" in result.stderr
     assert f"{out / manifest.FOLDER / 'planted.json'}: the manifest is a symbolic link" in result.stderr
     assert sorted(p.name for p in (dest / "verl-fsdp-update").glob("*.json")) == [f"rank0_{GOOD}"]
-    assert not list(dest.rglob("*host_5.1*"))  # the trace the linked manifest claims is left with it
+    # the linked manifest is never read, not even for the traces it claims: its trace is one found without a
+    # manifest, named by what its own first bytes say (rank 0), not by the manifest's recipe and rank 5
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*host_5.1*.pt.trace.json")) == \
+        ["outputs/rank0_host_5.1.pt.trace.json"]
     assert_contained(tmp_path, dest, before)
 
 
@@ -228,10 +231,11 @@ def test_a_manifest_too_big_to_be_one_patchkit_wrote_is_refused_and_its_data_dro
     big.write_text(big.read_text()[:-1] + ', "padding": "' + "p" * manifest.LIMIT + '"}')
     before = outside(tmp_path, dest)
     result = cli("collect", dest, out, "--skip-broken")
-    assert f"skipped (--skip-broken): {big}: more than 4 MiB" in result.stderr
-    assert not list(dest.rglob("*host_6*")) and good_copy(dest).exists()
+    assert f"skipped (--skip-broken): {big}: more than 4 MiB" in result.stderr and good_copy(dest).exists()
+    assert [p.relative_to(dest).as_posix() for p in dest.rglob("*host_6*.pt.trace.json")] == \
+        ["outputs/rank0_host_6.1.pt.trace.json"]  # as a trace found without a manifest: none of the big one's data
     assert_contained(tmp_path, dest, before)
-    [refused] = [c for c in journal.confine(find([str(out)])) if c.manifest == str(big)]
+    [refused] = [c for c in collect.confine(find([str(out)])) if c.manifest == str(big)]
     assert refused.problem and refused.data is None  # over Ray: not sent back to the driver
 
 
@@ -308,27 +312,6 @@ def test_dest_names_never_take_collects_own_names():
     assert len(collect.dest_name(cap._replace(rank=10 ** 1000), "t.pt.trace.json")) == 200
 
 
-def test_open_inside_refuses_links_special_files_and_paths_that_lead_out(tmp_path):
-    root = tmp_path / "root"
-    (root / "sub").mkdir(parents=True)
-    (tmp_path / "secret").write_bytes(SECRET)
-    (root / "sub" / "ok").write_bytes(TRACE)
-    (root / "link").symlink_to(tmp_path / "secret")
-    (root / "up").symlink_to(tmp_path)  # an intermediate folder that is a link out
-    os.mkfifo(root / "fifo")
-    with collect.open_inside(str(root / "sub" / "ok"), str(root)) as handle:
-        assert handle.read() == TRACE
-    for path, inside, why in [(root / "link", root, "is a symbolic link: never followed"),
-                              (root / "up" / "secret", root, "leads outside"),
-                              (root / "fifo", root, "is not a regular file"),
-                              (root / "sub" / "ok", tmp_path / "elsewhere", "leads outside")]:
-        with pytest.raises(CaptureError, match=why) as info:
-            collect.open_inside(str(path), str(inside))
-        assert info.value.hint and info.value.where.path == str(path)
-    with pytest.raises(CaptureError, match="is a symbolic link"):
-        list(collect.Source().chunks(str(root / "link"), len(SECRET), 4, str(root)))
-
-
 def test_a_listing_with_links_or_climbing_names_refuses_the_capture(tmp_path):
     trace = Trace(str(tmp_path / "x_ascend_pt"), "x_ascend_pt", "folder", 1)
     cap = collect.Capture(str(tmp_path), None, "", "", "", 0, "npu", None, None, None, None, 0.0, "", None, (trace,))
@@ -350,3 +333,93 @@ def test_two_sources_reduced_to_one_name_stop_the_collect(tmp_path):
     with pytest.raises(CaptureError, match="two different files would both be"):
         collect.collect_here(str(tmp_path / "dest"), [str(out)])
     assert not (tmp_path / "dest").exists()
+
+
+# ---------------------------------------------------------------- DEST swapped between the check and the write
+
+
+def swap_after_the_check(monkeypatch, swap):
+    """``swap()`` runs once collect has checked DEST and planned, before it writes anything: the race, made certain."""
+    real = collect.plan
+
+    def plan(*args, **kwargs):
+        swap()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(collect, "plan", plan)
+
+
+@pytest.mark.parametrize("there", [True, False])
+def test_dest_swapped_for_a_link_after_the_check_is_never_written_through(shared, tmp_path, monkeypatch, there):
+    out, _secret, dest = shared
+    if there:
+        dest.mkdir()  # checked as an empty folder, then moved away and a link put in its place
+    target = tmp_path / "target"
+    target.mkdir()
+
+    def swap():
+        if there:
+            dest.rename(tmp_path / "moved")
+        dest.symlink_to(target)
+
+    swap_after_the_check(monkeypatch, swap)
+    result = cli("collect", dest, out, code=0 if there else 1)
+    assert not list(target.iterdir())
+    if there:  # written into the folder that was checked, wherever it went
+        assert (tmp_path / "moved" / "verl-fsdp-update" / f"rank0_{GOOD}").read_bytes() == TRACE
+    else:
+        assert f"error: {dest}: it appeared after patchkit looked" in result.stderr and "hint: " in result.stderr
+
+
+def test_dest_s_parent_swapped_for_another_user_s_link_is_refused(shared, tmp_path, monkeypatch, stranger):
+    out, _secret, _dest = shared
+    stranger.run("mkdir", str(stranger.sticky / "theirs"))
+    dest = stranger.sticky / "theirs" / "dest"  # root collects into a folder in another user's folder
+    target = tmp_path / "target"  # where the stranger wants root's files to go
+    target.mkdir()
+    swap_after_the_check(monkeypatch, lambda: stranger.run(
+        "sh", "-c", f"mv {stranger.sticky}/theirs {stranger.sticky}/moved && ln -s {target} {stranger.sticky}/theirs"))
+    result = cli("collect", dest, out, code=1)
+    assert not list(target.iterdir())
+    assert f"error: {stranger.sticky / 'theirs'}: {stranger.sticky / 'theirs'} is a symbolic link owned by uid " \
+           f"{stranger.uid}, not by you" in result.stderr and "hint: " in result.stderr
+
+
+def test_a_dest_that_is_another_user_s_link_is_refused(shared, tmp_path, stranger):
+    out, _secret, _dest = shared
+    target = tmp_path / "target"
+    target.mkdir()
+    stranger.run("ln", "-s", str(target), str(stranger.sticky / "dest"))
+    result = cli("collect", stranger.sticky / "dest", out, code=1)
+    assert f"is a symbolic link owned by uid {stranger.uid}" in result.stderr and not list(target.iterdir())
+
+
+def test_collect_into_a_dangling_link_is_an_error_not_a_traceback(shared, tmp_path):
+    out, _secret, _dest = shared
+    dest = tmp_path / "dangling"
+    dest.symlink_to(tmp_path / "nowhere")
+    result = cli("collect", dest, out, code=1)
+    assert f"{dest}" in result.stderr and "symbolic link to a missing folder" in result.stderr
+    assert "hint: " in result.stderr and not (tmp_path / "nowhere").exists()
+
+
+def test_a_copy_stopped_by_the_file_size_limit_leaves_no_part_file(tmp_path):
+    """EFBIG: ``ulimit -f`` below a trace's size, set in the collect's own process."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "outputs"
+    out.mkdir()
+    big = out / GOOD
+    big.write_bytes(TRACE[:-1] + b', "pad": "' + b"p" * (256 << 10) + b'"}')
+    write_manifest(out, "good", [(GOOD, "file", big.stat().st_size)])
+    dest = tmp_path / "dest"
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10)); "
+            "from patchkit.cli.commands import main; main(['collect', sys.argv[1], sys.argv[2]])")
+    done = subprocess.run([sys.executable, "-c", code, str(dest), str(out)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__))))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    target = dest / "verl-fsdp-update" / f"rank0_{GOOD}"
+    assert f"error: {target}" in done.stderr and "ulimit -f" in done.stderr, done.stderr
+    assert not [p for p in dest.rglob("*") if p.name.endswith(collect.PART)]
+    assert not target.exists()

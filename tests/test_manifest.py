@@ -193,7 +193,7 @@ def test_the_manifest_module_imports_only_the_standard_library():
     code = ("import sys; before = set(sys.modules); import patchkit.core.manifest; "
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] not in sys.stdlib_module_names))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['patchkit', 'patchkit.core', 'patchkit.core.manifest']"
+    assert done.stdout.strip() == "['patchkit', 'patchkit.core', 'patchkit.core.confined', 'patchkit.core.manifest']"
 
 
 def test_one_reader_tells_foreign_json_from_a_broken_manifest(tmp_path):
@@ -212,3 +212,34 @@ def test_one_reader_tells_foreign_json_from_a_broken_manifest(tmp_path):
     whole.write_text('{"format": 1, "kind": "patchkit-capture"}')
     assert manifest.read(str(whole)) == {"format": 1, "kind": "patchkit-capture"}
     assert manifest.load(str(whole)) == (None, "the manifest lacks recipe, key, backend, rank, steps, traces")
+
+
+def test_a_fifo_or_a_link_as_a_manifest_or_a_trace_is_refused_without_reading_it(tmp_path):
+    fifo, zero = tmp_path / "fifo.json", tmp_path / "zero.json"
+    os.mkfifo(fifo)
+    zero.symlink_to("/dev/zero")
+    assert manifest.load(str(fifo)) == (None, "the manifest is not a regular file (a FIFO): never read")
+    assert manifest.load(str(zero)) == (None, "the manifest is a symbolic link: never followed")
+    for trace in ("t.pt.trace.json", "t.pt.trace.json.gz"):
+        os.mkfifo(tmp_path / trace)
+        assert manifest.check_trace(str(tmp_path / trace), 10) == "is not a regular file (a FIFO): never read"
+        (tmp_path / f"link-{trace}").symlink_to("/dev/zero")
+        assert manifest.check_trace(str(tmp_path / f"link-{trace}")) == "is a symbolic link: never followed"
+
+
+def test_a_gzip_trace_is_checked_within_the_bounds_a_bomb_is_refused_by(tmp_path):
+    import gzip
+
+    from patchkit.core.confined import RATIO, SLACK
+
+    bomb = tmp_path / "h_1.1.pt.trace.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as packer:
+        for _ in range(2 * SLACK >> 20):
+            packer.write(b" " * (1 << 20))
+        packer.write(b"[]")
+    assert manifest.check_trace(str(bomb)).startswith(f"decompresses to more than {RATIO} times its size")
+    whole = tmp_path / "h_2.1.pt.trace.json.gz"
+    whole.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    cut = tmp_path / "h_3.1.pt.trace.json.gz"
+    cut.write_bytes(whole.read_bytes()[:-6])
+    assert manifest.check_trace(str(whole)) == "" and "not a whole gzip file" in manifest.check_trace(str(cut))

@@ -141,3 +141,26 @@ def test_a_step_number_up_to_eighteen_digits_is_a_step():
     big = 10 ** 17 + 3
     result = totals([x(f"ProfilerStep#{big}", 0, 5), x("ProfilerStep#2", 9, 4), x("ProfilerStep#2", 20, 1)])
     assert result.step_list() == (Step(2, 4.0), Step(big, 5.0)) and result.ops() == ()
+
+
+def test_distinct_names_past_the_bounds_are_added_up_as_other_and_counted():
+    from patchkit.traces.selftime import OTHER, Names
+
+    names = Names(count=3, chars=29 + 16 + 16)  # "ProfilerStep#1" "user_annotation", then two names "cpu_op"
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("a" * 10, 1, 10), x("b" * 10, 20, 10),
+              x("c" * 30, 40, 10), x("d", 60, 10), x("a" * 10, 80, 5)]
+    result = totals(events, names=names)  # ProfilerStep#1 and the two of ten characters fill the three names
+    assert result.ops() == (Op(OTHER[0], OTHER[1], 2, 20.0), Op("a" * 10, "cpu_op", 2, 15.0),
+                            Op("b" * 10, "cpu_op", 1, 10.0))
+    assert result.step_list() == (Step(1, 100.0),) and names.cut == 2
+    again = totals([x("b" * 10, 0, 3), x("e", 5, 1)], names=names)  # shared: a name kept before is kept again
+    assert again.ops() == (Op("b" * 10, "cpu_op", 1, 3.0), Op(OTHER[0], OTHER[1], 1, 1.0)) and names.cut == 3
+    assert "1 event(s) have names past patchkit's bound" in Names.note(1) and Names.note(0) == ""
+
+
+def test_a_name_longer_than_what_is_left_is_not_kept_and_shorter_ones_still_are():
+    from patchkit.traces.selftime import OTHER, Names
+
+    names = Names(count=10, chars=20)
+    result = totals([x("x" * 1000, 0, 1), x("short", 2, 1)], names=names)
+    assert {o.name for o in result.ops()} == {OTHER[0], "short"} and names.cut == 1 and names.chars == 20 - 11

@@ -196,6 +196,37 @@ def test_a_csv_row_that_is_not_utf8_is_refused_with_its_line(tmp_path):
     assert caught.value.where.line == 3 and "not UTF-8" in caught.value.message
 
 
+def test_a_csv_line_longer_than_torch_npu_writes_is_refused_before_it_is_held(tmp_path):
+    from patchkit.traces.read import LINE_LIMIT
+
+    folder = parsed(tmp_path, step_trace_time_csv=f"{STEP_HEADER}\n0,5,70,10,5,15,20,100,0,10,1\n" + "7" * (3 * LINE_LIMIT))
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(folder), "ascend"))
+    assert caught.value.where.line == 3 and f"longer than {LINE_LIMIT:,} characters" in caught.value.message
+
+
+def test_distinct_kernel_names_in_a_csv_are_bounded_as_a_trace_s_are(tmp_path):
+    from patchkit.traces.selftime import OTHER, Names
+
+    rows = "".join(f"3,0,kernel{n},MatMul,AI_CORE,1,1.5,0,20\n" for n in range(5))
+    folder = parsed(tmp_path, kernel_details_csv="Step Id,Device_id,Name,Type,Accelerator Core,Start Time(us),"
+                                                 f"Duration(us),Wait Time(us),Block Num\n{rows}")
+    data = read(Capture(str(folder), "ascend"), names=Names(count=2))
+    assert data.ops == (Op(OTHER[0], OTHER[1], 3, 4.5), Op("kernel0", "AI_CORE", 1, 1.5), Op("kernel1", "AI_CORE", 1, 1.5))
+    assert data.note.startswith("3 event(s) have names past patchkit's bound")
+
+
+def test_distinct_steps_in_step_trace_time_are_bounded(tmp_path, monkeypatch):
+    import patchkit.traces.read as traceread
+
+    monkeypatch.setattr(traceread, "MAX_NAMES", 2)
+    rows = "".join(f"0,{n},70,10,5,15,20,100,0,10,1\n" for n in (1, 2, 2, 3))
+    folder = parsed(tmp_path, step_trace_time_csv=f"{STEP_HEADER}\n{rows}")
+    with pytest.raises(TraceError) as caught:
+        read(Capture(str(folder), "ascend"))
+    assert caught.value.where.line == 5 and "more than 2 distinct steps" in caught.value.message
+
+
 def test_trace_view_json_is_read_once_for_steps_and_operators(tmp_path, monkeypatch):
     import patchkit.traces.read as traceread
 

@@ -157,6 +157,7 @@ def _summary_lines(result, top: int) -> List[str]:
         for c in r.captures:
             source = f"rank from {c.rank_from}" if c.rank_from else "rank unknown"
             out.append(f"  capture: {c.path} ({source})")
+        out += [f"  note: {note}" for note in r.notes]
     out.append("")
     if not result.slowest:
         out.append("slowest rank: needs two ranks or more with recorded steps")
@@ -196,6 +197,10 @@ def compare_cmd(a: str, b: str, as_json: bool, top: int, output_dir: str, no_msp
                                    f"B: {', '.join(result.only_b)})"), Location(b),
                          hint="compare two single captures, or two folders of the same ranks and roles")
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else _lines(_compare_lines(result)))
+    for side, summary in (("A", result.a), ("B", result.b)):
+        for r in summary.ranks:
+            for note in r.notes:
+                _say(f"note: {side} {r.label}: {note}")
     commands = msprof_commands(result, os.path.abspath(output_dir))
     if not commands or no_msprof:
         return

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import click
@@ -89,7 +88,9 @@ def diff(address: str, recipe: str, overrides: Sequence[str], root: Optional[str
             parts.append(head + text)
     combined = "".join(parts)
     if output and not stat:
-        Path(output).write_text(combined, encoding="utf-8", newline="")
+        from patchkit.cli.patch import write_output
+
+        write_output(output, combined)
         click.echo(f"wrote {output}", err=True)
     elif combined:
         click.echo((colour(combined) if sys.stdout.isatty() and not stat else combined).rstrip("\n"))

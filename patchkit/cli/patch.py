@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from functools import partial
-from pathlib import Path
 from typing import List, Optional, Sequence
 
 import click
@@ -38,6 +37,19 @@ def say_skipped(refusal: str, note: str = "") -> None:
         say(f"note: {note}")
 
 
+def write_output(path: str, text: str) -> None:
+    """``-o FILE``: ``text`` written whole, through no link another user made (:func:`patchkit.core.reach.write_file`);
+    any failure is one located error, with nothing written."""
+    from patchkit.core.errors import Location, PatchkitError
+    from patchkit.core.reach import explain, write_file
+
+    try:
+        write_file(path, text.encode("utf-8"))
+    except OSError as exc:
+        what, hint = explain(exc, path)
+        raise PatchkitError(f"{what}; the patch was not written", Location(path), hint) from None
+
+
 def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], output: Optional[str],
          stat: bool, versions) -> None:
     from patchkit import api
@@ -50,7 +62,7 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     if stat:
         click.echo(diffstat((f.diffpath, f.diff()) for f in plan.files if f.changes), nl=False)
     elif output:
-        Path(output).write_text(text, encoding="utf-8", newline="")
+        write_output(output, text)
         say(f"wrote {output}")
     elif text:
         click.echo(colour(text) if sys.stdout.isatty() else text, nl=False)

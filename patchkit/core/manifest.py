@@ -34,19 +34,22 @@ replaces an existing file).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import re
 import socket
 import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from patchkit.core.confined import Refused, open_bounded, open_regular, read_bounded, safe_name
 
 FORMAT = 1  # bump when a reader of format 1 would misread a new manifest
 KIND = "patchkit-capture"
 FOLDER = "patchkit-manifests"  # inside the save path
 INDEX = "captures"  # under $PATCHKIT_HOME: one absolute save path per line
 LIMIT = 4 << 20  # bytes of a manifest read: patchkit writes a few KiB (settings, trace names)
+TRACE_LIMIT = 32 << 30  # bytes of one trace read (decompressed): some 2.5 times the events patchkit holds to nest
 INDEX_LIMIT = 16 * 1024 * 1024  # bytes of the index read: some 100,000 save paths
 TRACE_ENDINGS = (".pt.trace.json.gz", ".pt.trace.json")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
@@ -188,22 +191,6 @@ def _iso(seconds: Optional[float]) -> Optional[str]:
         time.strftime("%z", time.localtime(seconds))
 
 
-def safe_name(name: str, limit: int = 200) -> str:
-    """``name`` as one harmless file name: only ``A-Za-z0-9._-`` (so no separator, control character or NUL),
-    no ``..``, never hidden or ``.``, at most ``limit`` characters (a longer one keeps its start and its ending,
-    joined by a hash of the whole name, so ``.pt.trace.json`` or ``_ascend_pt`` survives)."""
-    import hashlib
-
-    text = str(name)
-    safe = re.sub(r"[^A-Za-z0-9._-]|\.\.+", "_", text)  # no ".." anywhere, not even inside a name
-    safe = "_" + safe[1:] if safe.startswith(".") else safe or "_"
-    if len(safe) > limit:
-        tag = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        tail = min(80, limit // 3)
-        safe = f"{safe[: limit - tail - 14]}_{tag}_{safe[-tail:]}"
-    return safe
-
-
 _safe = safe_name
 
 
@@ -235,15 +222,11 @@ def read(path: str) -> Dict[str, Any]:
     """The manifest at ``path``, of a format this patchkit reads; :class:`Unreadable` says why not."""
     from patchkit import __version__
 
-    from patchkit.core.confined import Refused, read_bounded
-
     try:
         raw = read_bounded(path, LIMIT)
     except Refused as exc:
-        raise Unreadable(str(exc)) from None
+        raise Unreadable(str(exc) if exc.errno == errno.EFBIG else f"the manifest {exc}") from None
     except OSError as exc:
-        if os.path.islink(path):
-            raise Unreadable("the manifest is a symbolic link: never followed") from None
         raise Unreadable(f"cannot read it: {exc.strerror or exc}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
@@ -277,42 +260,52 @@ def load(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
 
 
 def check_trace(path: str, recorded_size: Optional[int] = None) -> str:
-    """Why the trace at ``path`` cannot be used as it is ("" when it looks whole)."""
+    """Why the trace at ``path`` cannot be used as it is ("" when it looks whole).  A file is opened only as
+    :func:`patchkit.core.confined.open_regular` opens it: a link, a FIFO or a device is refused, never read."""
     if not os.path.lexists(path):
         return "the trace is missing"
-    try:
-        size, _files = measure(path)
-    except OSError as exc:
-        return f"cannot read it: {exc.strerror or exc}"
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        try:
+            size, _files = measure(path)
+        except OSError as exc:
+            return f"cannot read it: {exc.strerror or exc}"
         if recorded_size is not None and size < recorded_size:
             return f"holds {size} bytes, {recorded_size} when it was written: files are missing"
         return ""
-    if recorded_size is not None and size != recorded_size:
-        return f"is {size} bytes, {recorded_size} when it was written: cut off or changed since"
-    if path.endswith(".json") and _cut_short(path):
-        return "ends in the middle of its JSON data (the disk was full, or its writer or copy was interrupted)"
+    try:
+        handle = os.fdopen(open_regular(path), "rb")
+    except Refused as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if recorded_size is not None and size != recorded_size:
+            return f"is {size} bytes, {recorded_size} when it was written: cut off or changed since"
+        if path.endswith(".json") and _cut_short(handle, size):
+            return "ends in the middle of its JSON data (the disk was full, or its writer or copy was interrupted)"
     if path.endswith(".gz"):
         return _gzip_problem(path)
     return ""
 
 
-def _cut_short(path: str) -> bool:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - 64))
-        tail = handle.read().rstrip()
+def _cut_short(handle, size: int) -> bool:
+    handle.seek(max(0, size - 64))
+    tail = handle.read(64).rstrip()
     return not tail.endswith((b"}", b"]"))
 
 
 def _gzip_problem(path: str) -> str:
-    import gzip
+    """Why a gzip trace is not whole, read to its end within the bounds of
+    :func:`patchkit.core.confined.open_bounded` (a gzip bomb is refused after a few MiB)."""
     import zlib
 
     try:
-        with gzip.open(path, "rb") as handle:
+        with open_bounded(path, TRACE_LIMIT, gz=True) as handle:
             while handle.read(1 << 20):
                 pass
+    except Refused as exc:
+        return str(exc)
     except (OSError, EOFError, zlib.error) as exc:
         return f"is not a whole gzip file ({exc})"
     return ""

@@ -25,7 +25,7 @@ import socket
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.core import manifest
-from patchkit.core.confined import leads_out
+from patchkit.core.confined import leads_out, read_bounded
 from patchkit.traces.files import rank_inside
 from patchkit.core.errors import Location, PatchkitError
 
@@ -206,7 +206,10 @@ def _from_manifest(path: str, node: str) -> Capture:
     traces, problems = [], []
     if data.get("error"):  # the runtime saw a trace fail to be written whole (a full disk, a quota, a killed writer)
         problems.append(f"{path}: the capture failed: {str(data['error'])[:2000]}")
-    for entry in data.get("traces") or ():
+    for entry in data.get("traces") if isinstance(data.get("traces"), list) else ():
+        if not isinstance(entry, dict):
+            problems.append(f"{path}: a trace entry that is not an object: not a manifest patchkit wrote")
+            continue
         full = os.path.normpath(os.path.join(folder, str(entry.get("name", ""))))
         failed = bool(entry.get("error") and data.get("error"))  # said above
         if failed and not os.path.lexists(full):
@@ -226,7 +229,7 @@ def _from_manifest(path: str, node: str) -> Capture:
         except OSError:
             size, files = entry.get("size") or 0, entry.get("files") or 1
         traces.append(Trace(full, str(entry.get("name")), "folder" if os.path.isdir(full) else "file", size, files))
-    steps = data.get("steps") or {}
+    steps = data.get("steps") if isinstance(data.get("steps"), dict) else {}
     return Capture(
         folder=folder, manifest=path, recipe=str(data.get("recipe", "")), key=str(data.get("key", "")),
         role=str(data.get("role") or ""), rank=_int(data.get("rank")), backend=str(data.get("backend", "")),
@@ -237,17 +240,21 @@ def _from_manifest(path: str, node: str) -> Capture:
 
 
 def _named(folder: str, path: str) -> Tuple[Trace, ...]:
-    """The traces a manifest this patchkit cannot read names, as far as its JSON says."""
+    """The traces a manifest this patchkit cannot read names, as far as its JSON says.  Whatever its format, it is
+    read as :func:`patchkit.core.manifest.read` reads (bounded; a link or a FIFO never), and a name that is a link or
+    leads outside the capture's folder is left out, its size never read."""
     import json
 
     try:
-        with open(path, "rb") as handle:
-            names = [str(t["name"]) for t in json.load(handle)["traces"]]
+        entries = json.loads(read_bounded(path, manifest.LIMIT))["traces"]
+        names = [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)]
     except Exception:
         return ()
     out = []
     for name in names:
         full = os.path.normpath(os.path.join(folder, name))
+        if not os.path.lexists(full) or leads_out(full, folder):
+            continue
         try:
             size, files = manifest.measure(full)
         except OSError:
@@ -273,7 +280,7 @@ def _bare(path: str, node: str) -> Capture:
         backend = "npu"
     else:
         rank, problem, backend = rank_inside(path, "torch"), manifest.check_trace(path), "torch"
-        problem = f"{path}: {problem}" if problem else ""
+        problem = f"{path}{'' if os.path.islink(path) else ':'} {problem}" if problem else ""  # as a link named
     match = re.match(r"(?P<host>.+?)_(?P<pid>\d+)[._]", os.path.basename(path))
     return Capture(folder, None, "", "", "", rank, backend, None, None, None, None, _mtime(path),
                    match.group("host") if match else "", _int(match.group("pid")) if match else None,

@@ -21,8 +21,13 @@ is complete.
 
 Manifests and traces are not trusted: every name from them becomes a safe file name
 (:func:`patchkit.core.manifest.safe_name`); a trace that is a link or leads out of its
-capture's folder is refused like a broken one; reads and writes go through
-:mod:`patchkit.traces.journal`, which never leaves either folder.  The names in DEST and the
+capture's folder is refused like a broken one; reads go through
+:mod:`patchkit.traces.inside` and writes through :mod:`patchkit.traces.journal`,
+which never leave either folder: DEST is opened once, before it is checked
+(no link another user owns followed on the way), and everything in it is
+reached from that descriptor.  A part file is removed on every failure (a full
+disk, ``ulimit -f``, an interrupt), and every ``OSError`` is an error naming
+the file and what to do.  The names in DEST and the
 list of files to copy are :mod:`patchkit.traces.layout`'s.  The bytes come from a
 :class:`Source`: this machine's files, or a Ray node's (:mod:`patchkit.cluster.gather`).
 Nothing here prints: a ``progress`` (:mod:`patchkit.core.progress`) is told the bytes copied.
@@ -40,7 +45,8 @@ from patchkit.core import manifest
 from patchkit.traces.captures import Capture, CaptureError, unique
 from patchkit.core.errors import Location
 from patchkit.core.progress import BYTES, Progress, given
-from patchkit.traces.journal import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401
+from patchkit.core.reach import HINTS
+from patchkit.traces.inside import LINK, confine, open_inside, shown, walk_local, within  # noqa: F401
 from patchkit.traces.layout import PART, Item, dest_name, dest_path, group_of, plan, screen  # noqa: F401
 
 CHUNK = 8 << 20  # bytes per read: the most one file's copy holds in memory (times the reads in flight over Ray)
@@ -118,21 +124,35 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
     good = [c for c in captures if not c.problem]
     if not good:
         raise CaptureError("no capture to collect", Location(dest), "see `patchkit traces` for what was found")
-    recorded = journal.read(dest)
-    items, notes = plan(good, lambda cap, path: listings[(cap.node, path)])
-    # everything that could stop the collect is checked before the first byte is written
-    keep = _check_existing(dest, items, good, sources, recorded) if os.path.isdir(dest) else {}
-    os.makedirs(dest, exist_ok=True)
-    if not os.path.lexists(os.path.join(dest, journal.JOURNAL)):
-        journal.start(dest)
+    there = journal.open_dest(dest)  # None while DEST does not exist; held open from here on, never looked up again
+    try:
+        recorded = journal.read(there) if there else {}
+        items, notes = plan(good, lambda cap, path: listings[(cap.node, path)])
+        # everything that could stop the collect is checked before the first byte is written
+        keep = _check_existing(there, items, good, sources, recorded) if there else {}
+        there = there or journal.open_dest(dest, new=True)
+        journal.start(there)
+        done = _write(there, items, good, sources, keep, recorded, chunk, given(progress))
+        written = [m for m in (_manifest(there, cap) for cap in good) if m]
+    finally:
+        if there:
+            os.close(there.fd)
+    groups = sorted({group_of(c) for c in good})
+    return Result(dest, tuple(good), tuple(done), tuple(written), tuple(groups), tuple(notes),
+                  tuple(c for c in captures if c.problem))
+
+
+def _write(dest: journal.Dest, items: Sequence[Item], good: Sequence[Capture], sources: Dict[str, Source],
+           keep: Dict[str, Dict[str, Any]], recorded: Dict[str, Dict[str, Any]], chunk: int,
+           progress: Progress) -> List[Copied]:
+    """Each item copied into DEST (or kept, when already there), recorded in the journal as it is done."""
     done: List[Copied] = []
     todo = [i for i in items if i.size >= 0 and i.dest not in keep]
-    progress = given(progress)
     progress.start(sum(i.size for i in todo), f"copying {len(todo)} file(s)", BYTES)
     number = 0  # of the file being copied, in todo
     for item in items:
         cap = good[item.capture]
-        target = os.path.join(dest, *journal.parts_of(item.dest))
+        target = os.path.join(dest.path, *journal.parts_of(item.dest))
         if item.size < 0:  # a folder of a torch_npu capture (empty ones too)
             os.close(journal.folder(dest, item.dest))
             continue
@@ -146,26 +166,23 @@ def collect(dest: str, captures: Sequence[Capture], sources: Dict[str, Source], 
         entry = _copy(sources[cap.node], item, dest, chunk, lambda n: progress.advance(n, what))
         journal.append(dest, dict(entry, **{"node": cap.node}))
         done.append(Copied(target, item.source, cap.node, item.size, "copied", item.capture))
-    written = [m for m in (_manifest(dest, cap) for cap in good) if m]
-    groups = sorted({group_of(c) for c in good})
-    return Result(dest, tuple(good), tuple(done), tuple(written), tuple(groups), tuple(notes),
-                  tuple(c for c in captures if c.problem))
+    return done
 
 
-def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], sources: Dict[str, Source],
+def _check_existing(dest: journal.Dest, items: Sequence[Item], caps: Sequence[Capture], sources: Dict[str, Source],
                     recorded: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """The files already in DEST that are these captures' (kept); any other file in the way stops the collect."""
     keep: Dict[str, Dict[str, Any]] = {}
     for group in sorted({group_of(c) for c in caps}):  # where the manifests go, after the traces
         if journal.what_is(dest, f"{group}/{manifest.FOLDER}")[0] not in ("missing", "folder"):
-            where = os.path.join(dest, group, manifest.FOLDER)
+            where = os.path.join(dest.path, group, manifest.FOLDER)
             raise CaptureError(f"{where} is not a folder patchkit collect made", Location(where),
                                "move it aside, or collect into a new folder; nothing was written")
     for item in items:
         kind, size, digest = journal.what_is(dest, item.dest)
         if kind == "missing" or (item.size < 0 and kind == "folder"):
             continue
-        target, cap = os.path.join(dest, *item.dest.split("/")), caps[item.capture]
+        target, cap = os.path.join(dest.path, *item.dest.split("/")), caps[item.capture]
         known = recorded.get(item.dest)
         if known is not None and (known.get("size"), known.get("sha256")) == (size, digest) and size == item.size:
             keep[item.dest] = known  # copied and checked by an earlier run, and unchanged since
@@ -178,17 +195,23 @@ def _check_existing(dest: str, items: Sequence[Item], caps: Sequence[Capture], s
     return keep
 
 
-def _copy(source: Source, item: Item, dest: str, chunk: int, copied: Callable[[int], None]) -> Dict[str, Any]:
-    """One file copied to ``<name>.patchkit-part`` in DEST, checked, then linked to its name (never replacing one)."""
+def _copy(source: Source, item: Item, dest: journal.Dest, chunk: int, copied: Callable[[int], None]) -> Dict[str, Any]:
+    """One file copied to ``<name>.patchkit-part`` in DEST, checked, then linked to its name (never replacing one).
+
+    The part file is removed on every way out but success (a full disk, ``ulimit -f``, a copy that does not match,
+    an interrupt); every OSError is an error naming the file and what to do.
+    """
     parent, _, name = item.dest.rpartition("/")
+    target = os.path.join(dest.path, *item.dest.split("/"))
     fd = journal.folder(dest, parent)
-    part, h, written = name + PART, hashlib.sha256(), 0
+    part, h, written, made = name + PART, hashlib.sha256(), 0, None
     try:
         try:
             os.unlink(part, dir_fd=fd)  # a part file of a killed run is started again, never trusted
         except FileNotFoundError:
             pass
         with journal.create(fd, part) as handle:
+            made = os.fstat(handle.fileno())
             for data in source.chunks(item.source, item.size, chunk, item.root):
                 handle.write(data)
                 h.update(data)
@@ -197,8 +220,9 @@ def _copy(source: Source, item: Item, dest: str, chunk: int, copied: Callable[[i
             handle.flush()
             os.fsync(handle.fileno())
         size, digest = source.digest(item.source, item.root)
-        if (written, h.hexdigest()) != (size, digest) or os.stat(part, dir_fd=fd).st_size != size:
-            os.unlink(part, dir_fd=fd)
+        now = os.stat(part, dir_fd=fd, follow_symlinks=False)
+        if (written, h.hexdigest()) != (size, digest) or now.st_size != size or \
+                (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino):
             raise CaptureError(f"the copy of {shown(item.source)} from {source.node or 'this machine'} does not "
                                f"match it ({written} bytes, sha256 {h.hexdigest()[:12]}; the source: {size} bytes, "
                                f"{digest[:12]}): it changed while it was copied, or the transfer failed",
@@ -206,17 +230,28 @@ def _copy(source: Source, item: Item, dest: str, chunk: int, copied: Callable[[i
                                                              "writing")
         os.link(part, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)  # never replaces a file
         os.unlink(part, dir_fd=fd)
-    except OSError as exc:
-        target = os.path.join(dest, *item.dest.split("/"))
-        raise CaptureError(f"cannot write {target}: {exc.strerror or exc}", Location(target),
-                           "DEST holds something patchkit collect did not make there: move it aside, or collect "
-                           "into a new folder") from None
+    except BaseException as exc:
+        if made is not None:
+            try:
+                os.unlink(part, dir_fd=fd)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
+            hint = HINTS.get(exc.errno or 0, "check that folder") + "; then run the same collect again: it keeps " \
+                                                                 "what was copied"
+            raise CaptureError(f"cannot write {target}: {exc.strerror or exc}; the copy was removed",
+                               Location(target), hint) from None
+        if isinstance(exc, FileExistsError):
+            raise CaptureError(f"cannot write {target}: something is already there", Location(target),
+                               "DEST holds something patchkit collect did not make there: move it aside, or collect "
+                               "into a new folder") from None
+        raise
     finally:
         os.close(fd)
     return {"file": item.dest, "size": size, "sha256": digest, "from": item.source}
 
 
-def _manifest(dest: str, cap: Capture) -> Optional[str]:
+def _manifest(dest: journal.Dest, cap: Capture) -> Optional[str]:
     """The capture's manifest in DEST (after its traces), naming the copies; None if it is there already."""
     record = dict(cap.data) if cap.data else {
         "format": manifest.FORMAT, "kind": manifest.KIND, "recipe": "", "key": "", "role": "",

@@ -30,9 +30,10 @@ import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from patchkit.core.confined import open_bounded
 from patchkit.core.errors import Location, TraceError
 from patchkit.core import manifest
-from patchkit.core.manifest import FOLDER as MANIFEST_FOLDER
+from patchkit.core.manifest import FOLDER as MANIFEST_FOLDER, TRACE_LIMIT
 
 TORCH_ENDINGS = (".pt.trace.json", ".pt.trace.json.gz")  # torch.profiler.tensorboard_trace_handler
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
@@ -181,14 +182,15 @@ def rank_inside(path: str, kind: str) -> Optional[int]:
 
 
 def _distributed_rank(path: str) -> Optional[int]:
-    """``distributedInfo.rank`` from the head of a torch trace (torch writes it before the events)."""
-    import gzip
+    """``distributedInfo.rank`` from the head of a torch trace (torch writes it before the events); read as
+    :func:`patchkit.core.confined.open_bounded` reads (a link, a FIFO or a device is never opened)."""
+    import io
+    import zlib
 
-    opener = gzip.open if path.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with io.TextIOWrapper(open_bounded(path, TRACE_LIMIT, gz=path.endswith(".gz")), encoding="utf-8") as handle:
             head = handle.read(1 << 16)
-    except (OSError, EOFError, UnicodeDecodeError):
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error):
         return None  # reading the trace itself says what is wrong with it
     at = head.find('"distributedInfo"')
     if at < 0:

@@ -1,4 +1,4 @@
-"""The files `patchkit collect` touches: DEST's journal, every write into DEST, every read of a capture.
+"""The files `patchkit collect` writes: DEST's journal and every write into DEST.
 
 The journal, ``DEST/.patchkit-collect``: its first line names the kind and
 format; each later line records a file of DEST with its size, sha256, source
@@ -6,13 +6,16 @@ and node.  Lines are appended and synced one by one, so a run that was killed
 leaves at most a cut-off last line, which the next run ignores.  A line is at
 most :data:`LINE_MAX` bytes, read or written.
 
-Every path in DEST is reached from DEST one folder at a time, each opened
-with ``O_NOFOLLOW``, every file is created new (``O_EXCL``), and each part of
-a path must be a safe file name (:func:`patchkit.core.manifest.safe_name`): a link
-planted in DEST, or a name with ``..``, cannot send a write outside it.
-A capture's file is read only through :func:`open_inside` (a regular file,
-not a link, inside its folder once open); :func:`confine` refuses, where the
-files are, captures whose manifest or traces are links or lead out.
+DEST itself is reached once, by :func:`open_dest` (:func:`patchkit.core.reach.folder`:
+no link another user owns followed on the way, a DEST that was missing when
+checked made new), and held open as a :class:`Dest`: every path in DEST is
+reached from that descriptor one folder at a time, each opened with
+``O_NOFOLLOW``, every file is created new (``O_EXCL``), and each part of a
+path must be a safe file name (:func:`patchkit.core.manifest.safe_name`): DEST
+swapped for a link after the check, a link planted in DEST, or a name with
+``..``, cannot send a write outside it.  Any ``OSError`` becomes a
+:class:`CaptureError` naming the file and what to do (:func:`failed`).
+A capture's files are read through :mod:`patchkit.traces.inside`.
 """
 
 from __future__ import annotations
@@ -21,37 +24,60 @@ import hashlib
 import json
 import os
 import stat
-from typing import Any, BinaryIO, Dict, List, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Dict, List, NamedTuple, Optional, Tuple
 
-from patchkit.traces.captures import Capture, CaptureError
-from patchkit.core.confined import leads_out, within
+from patchkit.traces.captures import CaptureError
+from patchkit.core.confined import open_regular
 from patchkit.core.errors import Location
+from patchkit.core.reach import Dangling, explain, folder as reach_folder
 from patchkit.core.manifest import safe_name
-from patchkit.core.printable import printable
 
 JOURNAL = ".patchkit-collect"
 FORMAT = 1
 LINE_MAX = 64 << 10  # bytes of one journal line: an entry names two paths, each far below this
-LINK = -2  # the size a folder's listing gives a symbolic link or special file: never followed, never copied
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_READ = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a trace does not block
-_MOVE = "a trace is a regular file inside its capture's folder: move this one aside, then collect again"
 
 
-def read(dest: str) -> Dict[str, Dict[str, Any]]:
+class Dest(NamedTuple):
+    """DEST as collect writes it: its path (for messages) and its folder, opened once, every name reached from it."""
+
+    path: str
+    fd: int
+
+
+def open_dest(path: str, new: bool = False) -> Optional[Dest]:
+    """DEST opened (:func:`patchkit.core.reach.folder`); None when it does not exist.  ``new``: DEST (and any folder
+    above it that is missing) is made now; one that appeared since it was found missing is refused."""
+    try:
+        return Dest(path, reach_folder(path, create=new, new=new))
+    except FileNotFoundError as exc:
+        if new or isinstance(exc, Dangling):
+            raise failed(exc, path) from None
+        return None
+    except FileExistsError:
+        raise CaptureError("it appeared after patchkit looked, made by someone else; nothing was written",
+                           Location(path), "collect into a new folder of your own") from None
+    except OSError as exc:
+        raise failed(exc, path) from None
+
+
+def failed(exc: OSError, path: str, done: str = "nothing was written") -> CaptureError:
+    """An OSError met at ``path`` as an error naming the file and what to do."""
+    what, hint = explain(exc, path)
+    return CaptureError(f"{what}; {done}", Location(exc.filename if isinstance(exc.filename, str) else path), hint)
+
+
+def read(dest: Dest) -> Dict[str, Dict[str, Any]]:
     """What an earlier collect into ``dest`` recorded (dest path -> entry); a DEST that is not one is refused."""
-    if not os.path.exists(dest):
-        return {}
-    if not os.path.isdir(dest):
-        raise CaptureError(f"{dest} exists and is not a folder", Location(dest), "choose a new folder for DEST")
-    path = os.path.join(dest, JOURNAL)
-    if not os.path.lexists(path):
-        if os.listdir(dest):
-            raise CaptureError(f"{dest} already holds files that patchkit collect did not write", Location(dest),
-                               "choose a new or empty folder for DEST; nothing was written")
+    path = os.path.join(dest.path, JOURNAL)
+    names = os.listdir(dest.fd)
+    if JOURNAL not in names:
+        if names:
+            raise CaptureError(f"{dest.path} already holds files that patchkit collect did not write",
+                               Location(dest.path), "choose a new or empty folder for DEST; nothing was written")
         return {}
     entries: Dict[str, Dict[str, Any]] = {}
-    lines = _lines(path)
+    lines = _lines(dest, path)
     for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line.decode("utf-8", "replace"))
@@ -73,10 +99,10 @@ def read(dest: str) -> Dict[str, Dict[str, Any]]:
     return entries
 
 
-def _lines(path: str) -> List[bytes]:
+def _lines(dest: Dest, path: str) -> List[bytes]:
     """The journal's lines, each at most LINE_MAX bytes; a link in its place or a longer line is refused."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = open_regular(JOURNAL, dir_fd=dest.fd)
     except OSError as exc:
         raise CaptureError(f"cannot read the journal: {_why(path, exc)}", Location(path),
                            "move DEST aside and collect into a new folder") from None
@@ -93,29 +119,44 @@ def _lines(path: str) -> List[bytes]:
             lines.append(line)
 
 
-def append(dest: str, entry: Dict[str, Any]) -> None:
+def append(dest: Dest, entry: Dict[str, Any]) -> None:
     """Add one entry, on disk before the next file is copied."""
     line = (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8", "backslashreplace")
-    path = os.path.join(dest, JOURNAL)
+    path = os.path.join(dest.path, JOURNAL)
     if len(line) > LINE_MAX:
         raise CaptureError(f"the journal entry of {str(entry.get('file'))[:200]} is longer than {LINE_MAX} bytes",
                            Location(path), "collect that capture from a folder with shorter paths")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | _NOFOLLOW)
+        fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dest.fd)
     except OSError as exc:
         raise CaptureError(f"cannot write the journal: {_why(path, exc)}", Location(path),
                            "move DEST aside and collect into a new folder") from None
     with os.fdopen(fd, "wb") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CaptureError("the journal is not a regular file", Location(path), "move DEST aside and collect "
+                                                                                    "into a new folder")
+        try:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            raise failed(exc, path, "the copies before it are kept") from None
 
 
-def start(dest: str) -> None:
+def start(dest: Dest) -> None:
     """The journal's first line, in a DEST that has none (never replacing one, never through a link)."""
-    fd = os.open(os.path.join(dest, JOURNAL), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
+    try:
+        fd = os.open(JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=dest.fd)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise failed(exc, os.path.join(dest.path, JOURNAL)) from None
     with os.fdopen(fd, "wb") as handle:
-        handle.write(b'{"kind": "patchkit-collect", "format": %d}\n' % FORMAT)
+        try:
+            handle.write(b'{"kind": "patchkit-collect", "format": %d}\n' % FORMAT)
+            handle.flush()
+        except OSError as exc:
+            raise failed(exc, os.path.join(dest.path, JOURNAL)) from None
 
 
 # ---------------------------------------------------------------- paths in DEST
@@ -130,13 +171,13 @@ def parts_of(rel: str) -> List[str]:
     return parts
 
 
-def folder(dest: str, rel: str, create: bool = True) -> Optional[int]:
+def folder(dest: Dest, rel: str, create: bool = True) -> Optional[int]:
     """DEST/rel opened as a folder (its fd; close it), each part made if missing when ``create``, none a link.
 
     None when a part is missing and ``create`` is false.
     """
-    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-    here = dest
+    fd = os.dup(dest.fd)
+    here = dest.path
     try:
         for part in parts_of(rel) if rel else []:
             here = os.path.join(here, part)
@@ -162,8 +203,9 @@ def folder(dest: str, rel: str, create: bool = True) -> Optional[int]:
     return fd
 
 
-def what_is(dest: str, rel: str) -> Tuple[str, int, str]:
-    """(kind, size, sha256) of DEST/rel, never following a link: kind is missing, file, folder or other."""
+def what_is(dest: Dest, rel: str) -> Tuple[str, int, str]:
+    """(kind, size, sha256) of DEST/rel, never following a link: kind is missing, file, folder or other (one that
+    cannot be read too)."""
     parts = parts_of(rel)
     fd = folder(dest, "/".join(parts[:-1]), create=False)
     if fd is None:
@@ -175,8 +217,10 @@ def what_is(dest: str, rel: str) -> Tuple[str, int, str]:
             return "missing", -1, ""
         if not stat.S_ISREG(st.st_mode):
             return ("folder" if stat.S_ISDIR(st.st_mode) else "other"), -1, ""
-        with os.fdopen(os.open(parts[-1], os.O_RDONLY | _NOFOLLOW, dir_fd=fd), "rb") as handle:
+        with os.fdopen(open_regular(parts[-1], dir_fd=fd), "rb") as handle:
             return ("file",) + digest(handle)
+    except OSError:
+        return "other", -1, ""
     finally:
         os.close(fd)
 
@@ -197,7 +241,7 @@ def digest(handle: BinaryIO, chunk: int = 8 << 20) -> Tuple[int, str]:
         h.update(data)
 
 
-def write_new(dest: str, rel: str, name: str, data: bytes) -> Optional[str]:
+def write_new(dest: Dest, rel: str, name: str, data: bytes) -> Optional[str]:
     """``DEST/rel/name.json`` written whole (a temporary file, then a link); None if one is there already."""
     fd = folder(dest, rel)
     tmp = f".patchkit-{os.getpid()}-{os.urandom(4).hex()}.tmp"
@@ -212,92 +256,18 @@ def write_new(dest: str, rel: str, name: str, data: bytes) -> Optional[str]:
             handle.flush()
             os.fsync(handle.fileno())
         os.link(tmp, f"{name}.json", src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-        return os.path.join(dest, *parts_of(rel), f"{name}.json")
+        return os.path.join(dest.path, *parts_of(rel), f"{name}.json")
     except FileExistsError:  # written meanwhile by another collect into the same DEST
         return None
+    except OSError as exc:
+        raise failed(exc, os.path.join(dest.path, *parts_of(rel), f"{name}.json"),
+                     "the traces are copied: run the same collect again to write it") from None
     finally:
         try:
             os.unlink(tmp, dir_fd=fd)
         except OSError:
             pass
         os.close(fd)
-
-
-# ---------------------------------------------------------------- reading a capture
-
-
-def shown(text: Any, limit: int = 1000) -> str:
-    """``text`` for a message: control characters escaped, its middle left out beyond ``limit`` characters."""
-    text = str(text)
-    return printable(text if len(text) <= limit else f"{text[:limit // 2]}...{text[-(limit // 2):]}")
-
-
-def open_inside(path: str, root: str) -> BinaryIO:
-    """``path`` opened for reading: refused unless it is a regular file, not a link, and inside ``root`` resolved."""
-    try:
-        fd = os.open(path, _READ)
-    except OSError as exc:
-        why = "is a symbolic link: never followed" if os.path.islink(path) else f"cannot be read ({exc.strerror})"
-        raise CaptureError(f"{shown(path)} {why}", Location(shown(path)), _MOVE) from None
-    try:
-        real = _opened(fd, path)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            why = "is not a regular file"
-        elif real is None or not within(real, os.path.realpath(root)):
-            why = f"leads outside {shown(root)}"
-        else:
-            return os.fdopen(fd, "rb")
-        raise CaptureError(f"{shown(path)} {why}: never read", Location(shown(path)), _MOVE)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _opened(fd: int, path: str) -> Optional[str]:
-    """Where the open file ``fd`` is, as the kernel says (Linux), else ``path`` resolved if it is that file."""
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        real = os.path.realpath(path)
-        st, there = os.fstat(fd), os.stat(real)
-        return real if (st.st_dev, st.st_ino) == (there.st_dev, there.st_ino) else None
-
-
-def refused_here(cap: Capture) -> str:
-    """Why a capture on this machine is not read (a trace is a link or leads out); "" if none.  A manifest that
-    is a link or too big is already a broken capture (:func:`patchkit.core.manifest.read`)."""
-    named = f"{shown(cap.manifest)}: the trace " if cap.manifest else ""
-    for t in cap.traces:
-        why = leads_out(t.path, cap.folder)
-        if why:
-            return f"{named}{shown(t.path)} {why}"
-    return ""
-
-
-def confine(caps: Sequence[Capture]) -> List[Capture]:
-    """The captures, each refused one with its reason as its problem and without its manifest's data (run where
-    the files are: over Ray, what goes back to the driver)."""
-    out = [c if c.problem else c._replace(problem=refused_here(c)) for c in caps]
-    return [c._replace(data=None) if c.problem and c.data is not None else c for c in out]
-
-
-def walk_local(cap: Optional[Capture], path: str) -> List[Tuple[str, int]]:
-    """(relative path, size) of each file under ``path``, (relative path + "/", -1) of each folder, and
-    (relative path, LINK) of each symbolic link or special file (never followed)."""
-    out = []
-    for top, dirs, files in os.walk(path):
-        dirs.sort()
-        for d in list(dirs):
-            if os.path.islink(os.path.join(top, d)):
-                dirs.remove(d)
-                files.append(d)
-        out += [(os.path.relpath(os.path.join(top, d), path).replace(os.sep, "/") + "/", -1) for d in dirs]
-        for f in sorted(files):
-            full = os.path.join(top, f)
-            st = os.lstat(full)
-            out.append((os.path.relpath(full, path).replace(os.sep, "/"),
-                        st.st_size if stat.S_ISREG(st.st_mode) else LINK))
-    return out
 
 
 def _why(path: str, exc: OSError) -> str:

@@ -2,7 +2,10 @@
 
 ijson parses (its yajl2_c backend where installed: C speed, memory bounded
 by one event).  In front of it sits a reader that hands ijson the file's
-bytes (a ``.gz`` file decompressed on the way) and, as they pass,
+bytes (a ``.gz`` file decompressed on the way), read through
+:func:`patchkit.core.confined.open_bounded` (a link, a FIFO or a device
+refused; at most ``TRACE_LIMIT`` bytes, decompressed ones counted, and a
+gzip bomb refused by its ratio) and, as they pass,
 
 * counts lines, so that an error names the line and column it is on;
 * follows the nesting of ``[`` and ``{`` outside strings and refuses a
@@ -16,17 +19,22 @@ Nothing here writes.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import re
 from typing import Callable, Iterator, Optional, Tuple
 
+from patchkit.core.confined import Refused, open_bounded
 from patchkit.core.errors import Location, TraceError
+from patchkit.core.manifest import TRACE_LIMIT
 from patchkit.core.printable import printable
 
 MAX_DEPTH = 100  # a torch event sits at depth 3 (file, traceEvents, event); its args a few levels below
 CHUNK = 1 << 16  # what ijson asks for at a time; a located error is searched for in the last two
 RETAKE = "take the capture again, or copy it again from the node that wrote it (`patchkit collect` verifies sizes)"
 FOREIGN = "torch writes a few levels; this file did not come from a profiler: check where it came from"
+MOVE = "a trace is a regular file a profiler wrote: move this one aside (someone else may have put it there)"
+LINKED = "patchkit follows no link to a trace: name the file it points to, if you trust it, or move the link aside"
 _DROP = bytes(b for b in range(256) if b not in b'"[]{}')  # the bytes the nesting scan looks at
 _BRACES = bytes.maketrans(b"[]", b"{}")
 _SIGNS = bytes.maketrans(b"{}", b"\x01\xff")  # +1 / -1 as signed bytes
@@ -43,14 +51,13 @@ class _Reader:
 
     def __init__(self, path: str, on_bytes: Optional[Callable[[int], None]] = None):
         self.path = path
-        try:
-            self._raw = self._file = open(path, "rb")
+        try:  # a link, a FIFO or a device is refused; past TRACE_LIMIT bytes, or a gzip bomb, too (Refused)
+            self._file = open_bounded(path, TRACE_LIMIT, gz=path.endswith(".gz"))
+        except Refused as exc:
+            raise TraceError(f"the trace {exc}", Location(path), hint=LINKED if exc.errno == errno.ELOOP else MOVE) \
+                from None
         except OSError as exc:
             raise TraceError(f"cannot read the trace: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
-        if path.endswith(".gz"):
-            import gzip
-
-            self._file = gzip.GzipFile(fileobj=self._raw, mode="rb")
         self._on_bytes, self._told = on_bytes, 0
         self.chunk = self.previous = b""
         self.line = self.previous_line = 1  # the line the chunk starts on
@@ -61,7 +68,6 @@ class _Reader:
 
     def close(self) -> None:
         self._file.close()
-        self._raw.close()
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:  # ijson asks whether the file gives bytes or text
@@ -87,11 +93,14 @@ class _Reader:
             data = self._file.read(size)
         except EOFError:
             raise TraceError("the compressed trace is cut off", Location(self.path), hint=RETAKE) from None
+        except Refused as exc:
+            raise TraceError(f"the trace {exc}", Location(self.path), hint=MOVE) from None
         except (OSError, zlib.error) as exc:
             raise TraceError(f"cannot read the trace: {exc}", Location(self.path), hint=RETAKE) from None
-        if self._on_bytes is not None and self._raw.tell() > self._told:
-            self._on_bytes(self._raw.tell() - self._told)
-            self._told = self._raw.tell()
+        consumed = self._file.raw.consumed
+        if self._on_bytes is not None and consumed > self._told:
+            self._on_bytes(consumed - self._told)
+            self._told = consumed
         newlines = self.chunk.count(b"\n")
         self.previous, self.previous_line, self.previous_col0 = self.chunk, self.line, self.col0
         self.line += newlines

@@ -18,7 +18,7 @@ from patchkit.core import manifest
 from patchkit.core.errors import Location
 from patchkit.core.manifest import safe_name
 from patchkit.traces.captures import Capture, CaptureError
-from patchkit.traces.journal import LINK, shown, within
+from patchkit.traces.inside import LINK, shown, within
 
 PART = ".patchkit-part"  # a file being copied: its name in DEST until it is checked
 

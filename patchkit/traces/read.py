@@ -19,20 +19,24 @@ summarised as they are read (:mod:`patchkit.traces.selftime`); nothing here writ
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import re
 from collections import defaultdict
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
+from patchkit.core.confined import Refused, open_bounded
 from patchkit.core.errors import Location, TraceError
-from patchkit.traces.jsonstream import RETAKE, TraceStream
+from patchkit.traces.jsonstream import MOVE, RETAKE, TraceStream
 from patchkit.core.printable import printable
-from patchkit.traces.selftime import MAX_STEP_DIGITS, BadEvent, Op, Step, totals
+from patchkit.traces.selftime import MAX_NAMES, MAX_STEP_DIGITS, BadEvent, Names, Op, Step, totals
 from patchkit.traces.files import ASCEND_OUTPUT, Capture, check_ascend_capture
 
 STEP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free")
 TEXT_FILES = ("trace_view.json", "step_trace_time.csv", "op_statistic.csv", "kernel_details.csv")  # what is read
+CSV_LIMIT = 16 << 30  # bytes of one CSV file read: kernel_details.csv of a long capture runs to a few GB
+LINE_LIMIT = 1 << 20  # characters of one CSV line: torch_npu writes a few hundred
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 FOREIGN = "torch does not write this: check where the trace came from, or take the capture again"
 
@@ -43,21 +47,28 @@ class CaptureData(NamedTuple):
     ops: Tuple[Op, ...]  # by self time, largest first
     steps_from: str
     ops_from: str
+    note: str = ""  # what was cut (names past patchkit's bound), "" when nothing
 
 
-def read(capture: Capture, on_bytes: Optional[Callable[[int], None]] = None) -> CaptureData:
-    """A capture's steps and operators; ``on_bytes(n)`` is told the bytes of a torch trace as they are read."""
+def read(capture: Capture, on_bytes: Optional[Callable[[int], None]] = None,
+         names: Optional[Names] = None) -> CaptureData:
+    """A capture's steps and operators; ``on_bytes(n)`` is told the bytes of a torch trace as they are read.
+    ``names``: the operator names kept so far by this command (bounded: see :class:`patchkit.traces.selftime.Names`)."""
+    names = names if names is not None else Names()
+    before = names.cut
     if capture.format == "ascend":
-        return _read_ascend(capture)
-    steps, ops = chrome_totals(capture.path, on_bytes)
-    return CaptureData(capture, steps, ops, "ProfilerStep# events", "trace events")
+        data = _read_ascend(capture, names)
+    else:
+        steps, ops = chrome_totals(capture.path, on_bytes, names)
+        data = CaptureData(capture, steps, ops, "ProfilerStep# events", "trace events")
+    return data._replace(note=names.note(names.cut - before))
 
 
 # ---------------------------------------------------------------- Chrome traces
 
 
-def chrome_totals(path: str,
-                  on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[Tuple[Step, ...], Tuple[Op, ...]]:
+def chrome_totals(path: str, on_bytes: Optional[Callable[[int], None]] = None,
+                  names: Optional[Names] = None) -> Tuple[Tuple[Step, ...], Tuple[Op, ...]]:
     """The steps and operators of a Chrome trace (an object with ``traceEvents``, or a bare list), read as a stream.
 
     Memory is what the summary keeps (see :mod:`patchkit.traces.selftime`: some 20 bytes per complete event, against
@@ -66,7 +77,7 @@ def chrome_totals(path: str,
     """
     stream = TraceStream(path, on_bytes)
     try:
-        found = totals(stream)
+        found = totals(stream, names=names)
     except BadEvent as exc:
         raise TraceError(exc.message, stream.where(exc.needle), hint=FOREIGN) from None
     return found.step_list(), found.ops()
@@ -95,14 +106,16 @@ def size_to_read(capture: Capture) -> int:
 
 def _size(path: str) -> int:
     try:
-        return os.stat(path).st_size
+        return os.lstat(path).st_size
     except OSError:
         return 0  # reading it says why
 
 
-def _read_ascend(capture: Capture) -> CaptureData:
+def _read_ascend(capture: Capture, kept: Names) -> CaptureData:
     check_ascend_capture(capture.path)
     out = os.path.join(capture.path, ASCEND_OUTPUT)
+    if os.path.islink(out):
+        raise TraceError(f"{ASCEND_OUTPUT} is a symbolic link: never followed", Location(out), hint=MOVE)
     if not os.path.isdir(out):
         raise TraceError("not parsed yet: no ASCEND_PROFILER_OUTPUT (the capture ran with analysis off)",
                          Location(capture.path), hint=f"run `patchkit analyse {os.path.dirname(capture.path)}` "
@@ -122,29 +135,36 @@ def _read_ascend(capture: Capture) -> CaptureData:
         steps = _csv_steps(os.path.join(out, "step_trace_time.csv"))
         steps_from = "step_trace_time.csv"
     if not steps and "trace_view.json" in names:
-        host = chrome_totals(view)
+        host = chrome_totals(view, names=kept)
         steps, steps_from = host[0], "ProfilerStep# events of trace_view.json"
     ops: Tuple[Op, ...] = ()
     ops_from = ""
     for name, read_ops in (("op_statistic.csv", _csv_op_statistic), ("kernel_details.csv", _csv_kernels)):
         if name in names:
-            ops, ops_from = read_ops(os.path.join(out, name)), name
+            ops, ops_from = read_ops(os.path.join(out, name), kept), name
             if ops:
                 break
     if not ops and "trace_view.json" in names:
-        host = host if host is not None else chrome_totals(view)
+        host = host if host is not None else chrome_totals(view, names=kept)
         ops, ops_from = host[1], "host events of trace_view.json"
     return CaptureData(capture, steps, ops, steps_from, ops_from)
 
 
 def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[str, str]]]:
-    """(line, row) of a CSV torch_npu wrote; a TraceError naming the line for a missing column or a cut-off row."""
+    """(line, row) of a CSV torch_npu wrote; a TraceError naming the line for a missing column or a cut-off row.
+
+    Read through :func:`patchkit.core.confined.open_bounded` (a link, a FIFO or a device refused; CSV_LIMIT bytes),
+    a line at most LINE_LIMIT characters.
+    """
     try:
-        handle = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
+        handle = io.TextIOWrapper(open_bounded(path, CSV_LIMIT), encoding="utf-8-sig", errors="surrogateescape",
+                                  newline="")
+    except Refused as exc:
+        raise TraceError(f"{os.path.basename(path)} {exc}", Location(path), hint=MOVE) from None
     except OSError as exc:
         raise TraceError(f"cannot read it: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
     with handle:
-        reader = csv.reader(handle)
+        reader = csv.reader(_lines(handle, path))
         try:
             header = next(reader, None)
             if header is None:
@@ -165,6 +185,24 @@ def _csv_rows(path: str, needed: Tuple[str, ...]) -> Iterable[Tuple[int, Dict[st
                 yield reader.line_num, dict(zip(header, fields))
         except csv.Error as exc:
             raise TraceError(f"not a readable CSV file ({exc})", Location(path, reader.line_num), hint=RETAKE) from None
+        except Refused as exc:
+            raise TraceError(f"{os.path.basename(path)} {exc}", Location(path), hint=MOVE) from None
+        except OSError as exc:
+            raise TraceError(f"cannot read it: {exc.strerror or exc}", Location(path), hint=RETAKE) from None
+
+
+def _lines(handle: io.TextIOBase, path: str) -> Iterable[str]:
+    """The lines of ``handle``, each at most LINE_LIMIT characters (a longer one is a TraceError, never held)."""
+    number = 0
+    while True:
+        line = handle.readline(LINE_LIMIT + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > LINE_LIMIT:
+            raise TraceError(f"line {number} is longer than {LINE_LIMIT:,} characters: torch_npu writes a few "
+                             "hundred", Location(path, number), hint=MOVE)
+        yield line
 
 
 def _utf8(fields: List[str], path: str, line: int) -> None:
@@ -198,24 +236,27 @@ def _csv_steps(path: str) -> Tuple[Step, ...]:
             raise TraceError(f"Step has {len(whole.group(1))} digits: no profiler counts steps that far (patchkit "
                              f"reads up to {MAX_STEP_DIGITS})", Location(path, line), hint=FOREIGN)
         number = int(whole.group(1)) if whole else None
+        if number not in steps and len(steps) >= MAX_NAMES:
+            raise TraceError(f"more than {MAX_NAMES:,} distinct steps: no profiler records that many in one capture",
+                             Location(path, line), hint=FOREIGN)
         took = sum(_number(row[c], path, line, c) for c in STEP_COLUMNS)
         steps[number] = max(steps.get(number, 0.0), took)
     return tuple(Step(n, steps[n]) for n in sorted(steps, key=lambda n: (n is None, n or 0)))
 
 
-def _csv_op_statistic(path: str) -> Tuple[Op, ...]:
+def _csv_op_statistic(path: str, names: Names) -> Tuple[Op, ...]:
     ops: Dict[Tuple[str, str], List[float]] = defaultdict(lambda: [0, 0.0])
     for line, row in _csv_rows(path, ("OP Type", "Core Type", "Count", "Total Time(us)")):
-        acc = ops[(row["OP Type"], row["Core Type"])]
+        acc = ops[names.keep((row["OP Type"], row["Core Type"]))]
         acc[0] += int(_number(row["Count"], path, line, "Count"))
         acc[1] += _number(row["Total Time(us)"], path, line, "Total Time(us)")
     return _sorted_ops(ops)
 
 
-def _csv_kernels(path: str) -> Tuple[Op, ...]:
+def _csv_kernels(path: str, names: Names) -> Tuple[Op, ...]:
     ops: Dict[Tuple[str, str], List[float]] = defaultdict(lambda: [0, 0.0])
     for line, row in _csv_rows(path, ("Name", "Accelerator Core", "Duration(us)")):
-        acc = ops[(row["Name"], row["Accelerator Core"])]
+        acc = ops[names.keep((row["Name"], row["Accelerator Core"]))]
         acc[0] += 1
         acc[1] += _number(row["Duration(us)"], path, line, "Duration(us)")
     return _sorted_ops(ops)

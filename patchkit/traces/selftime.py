@@ -21,6 +21,10 @@ whole-trace sort did: the result is the same, to the last bit, whatever
 the order of the file.  Bounds for a trace no profiler wrote:
 :data:`MAX_HELD` events kept, :data:`MAX_THREADS` threads, step numbers of
 :data:`MAX_STEP_DIGITS` digits, finite times; past them, :class:`BadEvent`.
+The distinct (name, category) pairs kept are bounded too, by :class:`Names`
+(shared by every trace one command reads): the events of a pair past
+:data:`MAX_NAMES` pairs or :data:`MAX_NAME_CHARS` characters in all are
+added up as :data:`OTHER`, and counted, so that the summary says so.
 
 Standard library only; nothing here reads a file.
 """
@@ -37,6 +41,9 @@ WINDOW = 1024
 MAX_HELD = 64_000_000  # complete events kept (20 bytes each: 1.3 GB); a torch trace of ~15 GB has that many
 MAX_THREADS = 4096  # (pid, tid) pairs: a buffer each, so what waits in buffers stays under 8.4 million events
 MAX_STEP_DIGITS = 18
+MAX_NAMES = 100_000  # distinct (name, category) pairs one command keeps: a torch trace has a few thousand
+MAX_NAME_CHARS = 16 << 20  # their characters, all together (CUDA kernels' names run to a few thousand each)
+OTHER = ("(other names: past patchkit's bound on names)", "other")  # what the events of a pair past them count as
 NOT_OPERATORS = frozenset({"Trace", "python_function", "fwdbwd", "ac2g", "overhead"})  # trace plumbing, Python frames
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _ORDER = operator.itemgetter(0, 1)  # (ts, -dur): start order, the longer (the parent) first; a stable sort keeps ties
@@ -62,6 +69,37 @@ class BadEvent(Exception):
         self.message, self.needle = message, needle
 
 
+class Names:
+    """The distinct (name, category) pairs kept, each once, within MAX_NAMES pairs and MAX_NAME_CHARS characters.
+
+    One is shared by every trace a command reads (the same names in every rank's trace are kept once);
+    ``cut`` counts the events whose pair was past the bounds.
+    """
+
+    def __init__(self, count: int = MAX_NAMES, chars: int = MAX_NAME_CHARS):
+        self.count, self.chars, self.cut = count, chars, 0
+        self._kept: Dict[Tuple[str, str], Tuple[str, str]] = {}
+
+    def keep(self, key: Tuple[str, str]) -> Tuple[str, str]:
+        """``key`` (the one kept: names are shared), or OTHER once the bounds are reached (counted in ``cut``)."""
+        kept = self._kept.get(key)
+        if kept is None:
+            size = len(key[0]) + len(key[1])
+            if len(self._kept) >= self.count or size > self.chars:
+                self.cut += 1
+                return OTHER
+            self.chars -= size
+            kept = self._kept[key] = key
+        return kept
+
+    @staticmethod
+    def note(cut: int) -> str:
+        """What the summary says of a capture with ``cut`` events past the bounds ("" for none)."""
+        return (f"{cut} event(s) have names past patchkit's bound on names ({MAX_NAMES:,} distinct names, "
+                f"{MAX_NAME_CHARS:,} characters in all) and are added up as {OTHER[0]!r}: the trace holds more "
+                "distinct names than a profiler writes") if cut else ""
+
+
 class _Thread:
     __slots__ = ("pending", "runs", "last")
 
@@ -74,8 +112,9 @@ class _Thread:
 class Totals:
     """What a summary keeps of a trace; :meth:`feed` it events, then :meth:`finish`."""
 
-    def __init__(self, window: int = WINDOW):
+    def __init__(self, window: int = WINDOW, names: Optional[Names] = None):
         self.window = max(window, 1)
+        self.names = names if names is not None else Names()
         self.steps: Dict[int, float] = {}
         self.threads: Dict[Tuple[object, object], _Thread] = {}
         self.held = 0
@@ -143,6 +182,11 @@ class Totals:
         return tuple(sorted(ops, key=lambda o: (-o.self_us, o.name)))
 
     def _identify(self, key: Tuple[str, str]) -> int:
+        """The id of a pair not seen yet in this trace: one the names keep, else OTHER's (never stored for ``key``)."""
+        key = self.names.keep(key)
+        kid = self._ids.get(key)
+        if kid is not None:  # OTHER, met before in this trace
+            return kid
         name, cat = key
         step = _STEP.fullmatch(name) if name.startswith("ProfilerStep#") else None
         if step and len(step.group(1)) > MAX_STEP_DIGITS:
@@ -213,9 +257,9 @@ def _extend(run: Tuple[array, array, array], events: List[Tuple[float, float, in
         column.extend(values)
 
 
-def totals(events: Iterable[object], window: int = WINDOW) -> Totals:
-    """Steps and self times of ``events``, read once."""
-    result = Totals(window)
+def totals(events: Iterable[object], window: int = WINDOW, names: Optional[Names] = None) -> Totals:
+    """Steps and self times of ``events``, read once; ``names``: the pairs kept so far (a new :class:`Names` if None)."""
+    result = Totals(window, names)
     result.feed(events)
     result.finish()
     return result

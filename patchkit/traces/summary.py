@@ -15,6 +15,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.core.progress import BYTES, Progress, given
 from patchkit.traces.read import CaptureData, Op, Step, read, size_to_read
+from patchkit.traces.selftime import Names
 from patchkit.traces.files import Capture, find
 
 
@@ -28,6 +29,7 @@ class RankSummary(NamedTuple):
     ops: Tuple[Op, ...]  # by self time, largest first
     steps_from: str
     ops_from: str
+    notes: Tuple[str, ...] = ()  # what was cut in reading its captures (names past patchkit's bound)
 
     @property
     def mean_step_us(self) -> Optional[float]:
@@ -43,7 +45,7 @@ class RankSummary(NamedTuple):
                              for c in self.captures],
                 "steps": [{"step": s.number, "duration_us": round(s.duration_us, 3)} for s in self.steps],
                 "mean_step_us": None if self.mean_step_us is None else round(self.mean_step_us, 3),
-                "steps_from": self.steps_from, "ops_from": self.ops_from,
+                "steps_from": self.steps_from, "ops_from": self.ops_from, "notes": list(self.notes),
                 "top_ops": [{"name": o.name, "kind": o.kind, "calls": o.calls, "self_us": round(o.self_us, 3),
                              "self_us_per_step": round(self.per_step(o), 3)} for o in self.ops[:top]]}
 
@@ -88,6 +90,7 @@ def summarise(path: str, progress: Optional[Progress] = None) -> Summary:
     each torch trace as the stream goes, and each torch_npu capture's once it is read.
     """
     progress = given(progress)
+    names = Names()  # the operator names kept, bounded across every capture read
     captures = find(path)
     sizes = [size_to_read(c) for c in captures]
     progress.start(sum(sizes), f"reading {len(captures)} capture(s)", BYTES)
@@ -99,7 +102,7 @@ def summarise(path: str, progress: Optional[Progress] = None) -> Summary:
             seen[0] += n
             progress.advance(n, what)
 
-        data.append(read(capture, told))
+        data.append(read(capture, told, names))
         progress.advance(max(size - seen[0], 0), what)  # what the stream did not count: CSV files, a file it skipped
     return summarise_data(path, data)
 
@@ -129,7 +132,8 @@ def _merge(items: List[CaptureData]) -> RankSummary:
     merged = sorted((Op(n, k, int(c), s) for (n, k), (c, s) in ops.items()), key=lambda o: (-o.self_us, o.name))
     return RankSummary(first.label, first.rank, first.role, first.format, tuple(d.capture for d in items),
                        tuple(steps), tuple(merged), _joined(d.steps_from for d in items),
-                       _joined(d.ops_from for d in items))
+                       _joined(d.ops_from for d in items),
+                       tuple(f"{d.capture.path}: {d.note}" if len(items) > 1 else d.note for d in items if d.note))
 
 
 def _joined(sources) -> str:
