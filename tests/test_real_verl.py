@@ -171,7 +171,7 @@ def test_a_recipe_written_with_points_and_new_records_log_prob_micro_batches_as_
     recipe = job.tmp / "my-logprob.yaml"
     job.patchkit("new", "my-logprob", "--root", str(job.site), "-o", str(recipe),
                  "--point", f"{target} {loop['spelled'][0]} action: start", "--point", f"{target} {end['spelled'][0]}")
-    assert ">=%s" % NEWEST_DP in recipe.read_text()
+    assert "==%s" % NEWEST_DP in recipe.read_text()
     assert "1 passed, 0 failed" in job.patchkit("test", str(recipe)).stdout
     job.apply(str(recipe), "schedule.wait=1", "schedule.active=2")
     job.run()

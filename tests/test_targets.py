@@ -76,7 +76,7 @@ def test_a_recipe_whose_files_are_all_missing_says_so(tree, tmp_path):
 
 def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_path):
     root = tree("verl-0.6")
-    real = tmp_path / "elsewhere.py"
+    real = root / "verl" / "elsewhere.py"  # inside the root: a link out of it is refused (tests/test_hostile_targets.py)
     link = root / DP
     real.write_bytes(link.read_bytes())
     link.unlink()
