@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from patchkit.engine.points import Positions
+from patchkit.engine.points.positions import Positions
 
 
 class Missing(Exception):

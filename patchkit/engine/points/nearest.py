@@ -16,7 +16,7 @@ from difflib import get_close_matches
 from typing import Dict, List, Sequence, Tuple
 
 from patchkit.core.model import LoopSelector, Point
-from patchkit.engine.points import Scan
+from patchkit.engine.points.scan import Scan
 
 FEW = 5  # how many existing places a hint lists when none is close
 

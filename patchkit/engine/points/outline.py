@@ -22,10 +22,10 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
-from patchkit.engine.points import Loop, Positions, Scan
 from patchkit.engine.points.lookup import find_function
 from patchkit.engine.points.loops import Spec, loop_selector, selected
-from patchkit.engine.points.method import last_statement
+from patchkit.engine.points.positions import Positions
+from patchkit.engine.points.scan import Loop, Scan, last_statement
 
 
 
