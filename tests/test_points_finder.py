@@ -1,6 +1,6 @@
 """The finder asks a point's kind: where its anchors are (by the kind's place), what refuses it (the kind's
-refusals, formatted once) and where its line goes (the kind's find).  A kind the finder has never seen, put in
-KINDS for one test, is validated, applied and refused like the others."""
+refusals, formatted once for the codemod and for ``patchkit points``) and where its line goes (the kind's find).
+A kind the finder has never seen, put in KINDS for one test, is applied, refused and offered like the others."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from patchkit.core.model import Applied, CannotApply, LoopSelector, Point
 from patchkit.engine.codemod import transform
 from patchkit.engine.points.finder import find, refusal, sites
 from patchkit.engine.points.lookup import find_function
+from patchkit.engine.points.outline import outline
 from patchkit.engine.points.positions import Positions
 from patchkit.engine.points.scan import NotFound, Scan
 from patchkit.recipe import kinds
@@ -81,6 +82,13 @@ def test_a_kind_put_in_kinds_is_validated_applied_and_refused_by_its_own_words(t
     assert isinstance(refused, CannotApply) and refused.line == 7
     assert refused.reason == ("the loop at line 5 of A.run has an else block at line 7; the line after it would "
                               f"follow the else (method, else), in the point at {tmp_path / 't.yaml'}:9:3")
+
+
+def test_the_outline_offers_a_kind_where_it_goes_and_says_why_where_it_does_not(after_loop):
+    rows = {(e.line, e.kind): e for e in outline(SOURCE, "A.run").entries}
+    assert {"at": "after_loop", "loop": {"iter": "batches"}} in rows[3, "loop"].points
+    assert "after_loop" not in str(rows[5, "loop"].points)
+    assert "no after_loop: the loop at line 5 of A.run has an else block at line 7" in rows[5, "loop"].note
 
 
 def test_a_refusal_is_formatted_once_with_the_lines_of_what_stops_it(after_loop):
