@@ -189,6 +189,25 @@ def test_a_refusal_is_said_in_the_outline_in_the_finder_s_own_words(tmp_path):
         assert f"no {point['at']}: {reason}" in " ".join(e.note for e in found.entries), point
 
 
+def test_a_misspelt_class_suggests_the_nearest_method_and_says_what_to_type():
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "Trainr.fit")
+    assert info.value.reason == "no class or function Trainr at the top level of the file"
+    assert info.value.hint == ("did you mean `Trainer.fit` (line 2)? write it in the target in place of "
+                               "`Trainr.fit`")
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "Trainer.fitt")
+    assert info.value.hint == "did you mean `Trainer.fit` (line 2)? write it in the target in place of `Trainer.fitt`"
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "Trainer.fit.helpr")
+    assert info.value.hint.startswith("did you mean `Trainer.fit.helper` (line 14)?")
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "evaluate")
+    assert info.value.hint == ("the functions here: `Trainer.fit` (line 2), `Trainer.fit.helper` (line 14), `train` "
+                               "(line 19); write one of them in the target in place of `evaluate`")
+    assert "recipe" not in info.value.hint
+
+
 def test_the_code_shown_is_the_line_python_counts_form_feeds_and_all():
     source = "import os\n\x0c\nclass D:\n    def m(self):\n        s = 'a\u2028b'\n        self.run()\n"
     rows = [(e.line, e.code) for e in outline(source, "D.m").entries]

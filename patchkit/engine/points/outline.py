@@ -25,8 +25,9 @@ import libcst as cst
 
 from patchkit.core.vocabulary import DEFAULT_ACTION
 from patchkit.engine.points.finder import sites
-from patchkit.engine.points.lookup import find_function
+from patchkit.engine.points.lookup import Missing, find_function, functions
 from patchkit.engine.points.loops import Spec, loop_selector, selected
+from patchkit.engine.points.nearest import target_hint
 from patchkit.engine.points.positions import Positions
 from patchkit.engine.points.scan import Loop, NotFound, Scan, word
 from patchkit.recipe.kinds import at_place
@@ -73,11 +74,22 @@ def scope_of(module: cst.Module, qualname: str) -> Tuple[Optional[str], str, Opt
 
 
 def outline(source: str, qualname: str) -> Outline:
-    """The outline of the function ``qualname`` names in ``source``; raises lookup.Missing when it is not there."""
+    """The outline of the function ``qualname`` names in ``source``; raises lookup.Missing when it is not there,
+    with the nearest functions of the file as the target names them (``Class.method``)."""
     module = cst.parse_module(source)
     cls, function, nested = scope_of(module, qualname)
     positions = Positions(module)
-    func, _ = find_function(module, cls, function, nested, positions)
+    try:
+        func, _ = find_function(module, cls, function, nested, positions)
+    except Missing as missing:
+        if not missing.absent:
+            raise
+        top = {n.name.value for n in module.body if isinstance(n, (cst.ClassDef, cst.FunctionDef))}
+        head = qualname.split(".")[0]
+        reason = missing.reason if head in top or "." not in qualname else \
+            f"no class or function {head} at the top level of the file"
+        raise Missing(reason, missing.line, missing.col, target_hint(qualname, functions(module, positions)),
+                      absent=True) from None
     scan = Scan(func, cls, function if not nested else f"{function}.{nested}", positions)
     lines = re.split(r"\r\n|\r|\n", source)  # line breaks as Python counts them (not str.splitlines's \x0c...)
     return Outline(cls, function, nested, tuple(entries(scan, lines)))
