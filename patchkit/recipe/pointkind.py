@@ -19,15 +19,15 @@ class holding its examples and its visitor.  It says:
 
 The places and their anchors (:data:`PLACES`):
 
-========== ========================================== =================
-place      the anchor a point of it selects           keys it needs
-========== ========================================== =================
-def        the function (its ``def`` line)            none
-end        the function (the end of its body)         none
-call       each statement whose value is ``call:``    ``call:``
-loop       each loop ``loop:`` selects (its header)   ``loop:``
+========== =========================================== =============
+place      the anchor a point of it selects            keys it needs
+========== =========================================== =============
+def        the function (its ``def`` line)             none
+call       each statement whose value is ``call:``     ``call:``
+loop       each loop ``loop:`` selects (its header)    ``loop:``
 loop_end   each loop ``loop:`` selects (its body end)  ``loop:``
-========== ========================================== =================
+end        the function (the end of its body)          none
+========== =========================================== =============
 
 A kind's module imports nothing but this module: no libcst and nothing of the
 engine, so recipe validation, the schema and ``patchkit show`` read every kind

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from patchkit.core.model import Point
 import libcst as cst
 
+from patchkit.core.model import Point
 from patchkit.engine.points.loops import choose
 from patchkit.engine.points.scan import NotFound, Scan, Site, expect, word
 from patchkit.recipe.kinds import KINDS

@@ -23,7 +23,7 @@ from patchkit.core.model import Point
 from patchkit.core.vocabulary import DEFAULT_ACTION
 from patchkit.recipe.pointkind import PLACES, Example, PointKind, problems
 
-__all__ = ["KINDS", "Example", "PointKind", "at_place", "describe", "found"]
+__all__ = ["KINDS", "Example", "KindError", "PointKind", "at_place", "describe", "found"]
 
 
 class KindError(TypeError):
