@@ -60,7 +60,13 @@ def test_points_on_real_releases():
 def test_points_errors_name_the_file_and_the_closest_names():
     result = run("points", "tinytrain.loop:Trainer.fitt", "--root", OWN, code=1)
     assert "loop.py:4:1: class Trainer has no method fitt" in result.stderr
-    assert "did you mean `method: fit`" in result.stderr
+    assert "hint: did you mean `Trainer.fit` (line 18)? write it in the target in place of `Trainer.fitt`" in \
+        result.stderr
+    result = run("points", "tinytrain.loop:Trainr.fit", "--root", OWN, code=1)  # a misspelt class
+    assert "loop.py: no class or function Trainr at the top level of the file" in result.stderr
+    assert "hint: did you mean `Trainer.fit` (line 18)? write it in the target in place of `Trainr.fit`" in \
+        result.stderr
+    assert "function:" not in result.stderr and "recipe" not in result.stderr  # no recipe here to correct
     result = run("points", "tinytrain.lop:Trainer.fit", "--root", OWN, code=1)
     assert "no tinytrain/lop.py" in result.stderr
     assert "module:Class.method" in run("points", "tinytrain.loop", code=1).stderr

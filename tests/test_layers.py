@@ -6,7 +6,8 @@ with what may never be imported inside the training process or by the
 trace readers; :func:`test_the_import_contracts_hold` runs ``lint-imports``.
 This file keeps the rest: no import cycle (inside a layer too), only the
 command line prints, modules stay small, every module has its test module,
-and each layer's ``__init__`` names its modules.
+and each layer's ``__init__`` names its modules (a folder of modules found by
+walking it, :data:`PLUGINS`, says so once instead).
 
 ``patchkit/__init__.py`` names the public API; its names load their module on
 first use, so ``from . import NAME`` counts as importing that module.
@@ -26,15 +27,16 @@ import patchkit
 
 PACKAGE = Path(patchkit.__file__).resolve().parent
 
-# The one cycle known to be there: points/__init__ fills its registry by importing its finders (the line at
-# its bottom), which import the scan back from the package.  Only those registering imports are excused: any
-# other loop, through the package or among its modules, is a cycle.
-REGISTERING = ("patchkit.engine.points", ("calls", "loops", "method", "ranges"))
+# Folders whose modules are found by walking the folder (pkgutil), each module one extension of one kind: the
+# folder's __init__ says so once rather than naming each, and each is tested by the test that runs every module
+# found there.  Adding such a module touches nothing else.
+PLUGINS = {"patchkit.recipe.kinds": "test_point_kinds"}  # a kind of point each (docs/contributing.md)
 
 
-def without_registering(edges: Dict[str, Set[str]]) -> Dict[str, Set[str]]:
-    package, finders = REGISTERING
-    return {**edges, package: edges.get(package, set()) - {f"{package}.{f}" for f in finders}}
+def plugin_folder(name: str) -> str:
+    """The plugin folder whose module ``name`` is (not its ``__init__`` or an ``_underscored`` module), or ""."""
+    folder, _, leaf = name.rpartition(".")
+    return folder if folder in PLUGINS and not leaf.startswith("_") else ""
 
 
 def module_name(path: Path) -> str:
@@ -117,7 +119,7 @@ def cycles(edges: Dict[str, Set[str]]) -> List[Set[str]]:
 
 
 def test_no_import_cycle_lazy_imports_included():
-    found = cycles(without_registering(graph()))
+    found = cycles(graph())
     assert not found, "modules that import each other: " + "; ".join(" <-> ".join(sorted(g)) for g in found)
 
 
@@ -133,11 +135,8 @@ def test_the_walk_sees_lazy_imports_and_names_of_the_package(tmp_path):
     assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit.api"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    points = "patchkit.engine.points"
-    registered = {points: {f"{points}.loops"}, f"{points}.loops": {points}}
-    assert cycles(without_registering(registered)) == []
-    inside = {points: set(), f"{points}.a": {f"{points}.b"}, f"{points}.b": {f"{points}.a"}}
-    assert cycles(without_registering(inside)) == [{f"{points}.a", f"{points}.b"}]  # not the registry's: a cycle
+    kinds = "patchkit.recipe.kinds"  # found by walking: the package imports its kinds by computed name only
+    assert not any(m.startswith(kinds + ".") for m in edges[kinds]) and f"{kinds}.after_call" in edges
 
 
 def test_the_import_contracts_hold():
@@ -164,7 +163,8 @@ def test_each_layer_s_init_names_its_modules():
         inside = sorted(p.stem if p.name != "__init__.py" else p.parent.name for p in path.parent.iterdir()
                         if (p.suffix == ".py" and p.name != "__init__.py")
                         or (p.is_dir() and (p / "__init__.py").is_file()))
-        missing = [m for m in inside if f".{m}`" not in doc and f"``{m}" not in doc and f"{m}/" not in doc]
+        missing = [m for m in inside if f".{m}`" not in doc and f"``{m}" not in doc and f"{m}/" not in doc
+                   and not plugin_folder(f"{name}.{m}")]
         assert not missing, f"{name}'s docstring does not name {missing}"
 
 
@@ -197,11 +197,9 @@ def test_modules_stay_small():
 TESTED_IN = {
     "patchkit": "test_api",  # the public API it names
     "patchkit.__main__": "test_cli_commands",  # `python -m patchkit` is the command line
-    "patchkit.engine.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
-    "patchkit.engine.points.calls": "test_point_kinds",
-    "patchkit.engine.points.loops": "test_point_kinds",
-    "patchkit.engine.points.ranges": "test_point_kinds",
-    "patchkit.engine.points.registry": "test_point_kinds",  # the declarations, checked for every kind
+    "patchkit.engine.points.scan": "test_points",  # what a scan holds, and where lines go on libcst's tree
+    "patchkit.engine.points.positions": "test_points",
+    "patchkit.engine.points.loops": "test_points",
     "patchkit.runtime.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
     "patchkit.runtime.backends.torch": "test_backends",
     "patchkit.runtime.backends.nsys": "test_backends",
@@ -228,7 +226,7 @@ def test_every_module_has_its_test_module():
         if parts[-1] == "__init__":
             parts = parts[:-1] or ["patchkit"]
         candidates = {f"test_{'_'.join(parts)}", f"test_{'_'.join(parts[-2:])}", f"test_{parts[-1]}",
-                      TESTED_IN.get(name, "")}
+                      TESTED_IN.get(name, ""), PLUGINS.get(plugin_folder(name), "")}
         if modules()[name].name == "__init__.py" and not _defines(modules()[name]):
             candidates.add("test_layers")  # a layer's surface: test_each_layer_s_init_names_its_modules
         if not any((tests / f"{c}.py").is_file() for c in candidates if c):

@@ -11,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from patchkit.cli.commands import main
+from patchkit.core import vocabulary
 from patchkit.recipe.kinds import KINDS
 
 from conftest import snapshot
@@ -18,12 +19,7 @@ from conftest import snapshot
 OWN = Path(__file__).resolve().parent / "own_code" / "installed"
 TARGET = OWN / "tinytrain" / "loop.py"
 
-BASE = {"at": None}
-EXTRA = {"after_call": {"call": "self.forward"}, "before_call": {"call": "self.forward"},
-         "around_call": {"call": "self.forward", "action": "range", "name": "fwd"},
-         "method": {"action": "range", "name": "fit"},
-         "before_loop": {"loop": {"iter": "batches"}}, "loop_start": {"loop": {"iter": "batches"}},
-         "loop_end": {"loop": {"target": "epoch"}}}
+NEEDED = {"call": {"call": "self.forward"}, "loop": {"loop": {"target": "epoch"}}}  # a key each kind may need
 
 
 def diff(tmp_path, point):
@@ -43,7 +39,12 @@ def diff(tmp_path, point):
 
 
 def point_of(kind, **changes):
-    return {"at": kind, **EXTRA.get(kind, {}), **changes}
+    """A point of ``kind`` in Trainer.fit that resolves: the keys it needs, and an action it takes."""
+    declared = KINDS[kind]
+    point = {"at": kind, **{k: v for need in declared.needs for k, v in NEEDED[need].items()}}
+    if vocabulary.DEFAULT_ACTION not in declared.actions:
+        point.update(action=declared.actions[0], name="fit")
+    return {**point, **changes}
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

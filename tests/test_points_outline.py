@@ -81,8 +81,10 @@ def test_the_outline_of_a_method_names_its_places_with_the_file_s_lines():
     helper = next(e for e in found.entries if e.kind == "nested")
     assert helper.line == 14 and "`nested: helper`" in helper.note
     assert not any(e.line == 15 for e in found.entries)  # a nested function's statements are its own
-    log = [e for e in found.entries if e.points and e.points[0].get("call") == "self.log"]
-    assert [e.line for e in log] == [13, 16] and log[0].points[0]["count"] == 2
+    log = [e for e in found.entries if e.kind == "call" and "self.log(" in e.code]
+    assert [(e.line, e.points) for e in log] == [(13, ()), (16, ())]  # no point picks one of the two alone
+    assert log[0].note == log[1].note == ("no point picks this one alone: 2 statements call self.log, at lines 13 "
+                                          "and 16; `count: 2` takes them all")
     assert found.entries[-1].kind == "end" and found.entries[-1].points == ({"at": "method_end"},)
 
 
@@ -124,10 +126,86 @@ def test_a_one_line_block_takes_no_point_and_says_why(tmp_path):
         assert isinstance(result, Applied), (entry, point, result)
     by_line = {(e.line, e.kind): e for e in found.entries}
     assert [spell(p) for p in by_line[3, "loop"].points] == ["at: before_loop loop: {iter: data}"]
-    assert "body on its header's line" in by_line[3, "loop_end"].note
-    assert not by_line[5, "call"].points and "self.f is called in a one-line block at line 3" in by_line[5, "call"].note
-    assert [spell(p) for p in by_line[6, "call"].points][:1] == ["at: after_call call: self.g count: 2"]
-    assert not by_line[7, "call"].points and "line 7" in by_line[7, "call"].note
+    one_line = "the block at line 3 in C.m is written on one line; patchkit only adds whole lines"
+    assert by_line[3, "loop"].note == f"no loop_start: {one_line}"  # the finder's own words
+    assert by_line[3, "loop_end"].note == f"no loop_end: {one_line}"
+    assert not by_line[5, "call"].points and "2 statements call self.f, at lines 3 and 5" in by_line[5, "call"].note
+    assert not by_line[6, "call"].points and "self.g, at lines 6 and 8; `count: 2`" in by_line[6, "call"].note
+    assert not by_line[7, "call"].points and by_line[7, "call"].note == (
+        "no after_call, before_call or around_call: the block at line 7 in C.m is written on one line; "
+        "patchkit only adds whole lines")
+
+
+REPEATED = textwrap.dedent('''\
+    class Loop:
+        def run(self, batches):
+            self.log("start")
+            for b in batches:
+                self.step(b)
+            self.log("middle")
+            for b in batches:
+                self.step(b)
+            self.log("end")
+            self.flush()
+    ''')
+
+
+def _own_lines(result) -> list:
+    """The insertions of the points (the module header's lines left out)."""
+    return [i for i in result.insertions if "_patchkit_runtime." in i.text and not any(
+        word in i.text for word in ("import patchkit", ".require(", ".configure(", "_patchkit_runtime = "))]
+
+
+def test_a_call_made_three_times_offers_no_point_that_takes_all_three_for_one(tmp_path):
+    found, results = every_point(tmp_path, REPEATED, "Loop.run")
+    logs = [e for e in found.entries if "self.log(" in e.code]
+    assert [e.line for e in logs] == [3, 6, 9] and not any(e.points for e in logs)
+    assert logs[1].note == ("no point picks this one alone: 3 statements call self.log, at lines 3, 6 and 9; "
+                            "`count: 3` takes them all")
+    loops = [e for e in found.entries if e.kind == "loop"]
+    assert [e.points for e in loops] == [(), ()] and "selects 2 loops, at lines 4 and 7" in loops[0].note
+    flush = [spell(p) for e in found.entries if e.line == 10 for p in e.points]
+    assert flush[:1] == ["at: after_call call: self.flush"]
+
+
+@pytest.mark.parametrize("source, qualname", [(SOURCE, "Trainer.fit"), (SOURCE, "train"), (REPEATED, "Loop.run"),
+                                              (ONE_LINE, "C.m")], ids=["method", "function", "repeated", "one-line"])
+def test_each_point_offered_selects_exactly_the_line_it_is_offered_on(tmp_path, source, qualname):
+    """One anchor, so one line (two for a range around a statement), next to the entry's line (a line before a
+    statement, the decorator above the def, or after it: within a line of it)."""
+    found, results = every_point(tmp_path, source, qualname)
+    for entry, point, result in results:
+        own = _own_lines(result)
+        assert len(own) == (2 if point["at"] == "around_call" else 1), (entry, point, own)
+        assert all(entry.line - 1 <= i.index <= entry.line + 1 for i in own), (entry, point, own)
+
+
+def test_a_refusal_is_said_in_the_outline_in_the_finder_s_own_words(tmp_path):
+    source = "class A:\n    async def run(self):\n        await self.work()\n        return 1\n"
+    found = outline(source, "A.run")
+    for point in ({"at": "on_exit"}, {"at": "method", "action": "range", "name": "run"}, {"at": "method_end"}):
+        result = transform(source, recipe_for(tmp_path, found.scope, point))
+        reason = result.reason.split(", in the point at ")[0]
+        assert f"no {point['at']}: {reason}" in " ".join(e.note for e in found.entries), point
+
+
+def test_a_misspelt_class_suggests_the_nearest_method_and_says_what_to_type():
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "Trainr.fit")
+    assert info.value.reason == "no class or function Trainr at the top level of the file"
+    assert info.value.hint == ("did you mean `Trainer.fit` (line 2)? write it in the target in place of "
+                               "`Trainr.fit`")
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "Trainer.fitt")
+    assert info.value.hint == "did you mean `Trainer.fit` (line 2)? write it in the target in place of `Trainer.fitt`"
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "Trainer.fit.helpr")
+    assert info.value.hint.startswith("did you mean `Trainer.fit.helper` (line 14)?")
+    with pytest.raises(Missing) as info:
+        outline(SOURCE, "evaluate")
+    assert info.value.hint == ("the functions here: `Trainer.fit` (line 2), `Trainer.fit.helper` (line 14), `train` "
+                               "(line 19); write one of them in the target in place of `evaluate`")
+    assert "recipe" not in info.value.hint
 
 
 def test_the_code_shown_is_the_line_python_counts_form_feeds_and_all():

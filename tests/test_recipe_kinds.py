@@ -1,4 +1,4 @@
-"""The kinds of point: declared without libcst, each found by exactly one finder of the engine.
+"""The kinds of point: declared without libcst, each one module of patchkit/recipe/kinds/ holding its own find.
 
 Commands that only read recipes (``validate``, ``list``) load the declarations and never the codemod.
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.engine.points import FINDERS
 from patchkit.recipe.kinds import KINDS, describe
+from patchkit.recipe.pointkind import PointKind
 from patchkit.core.model import LoopSelector, Point
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,13 +20,16 @@ REPO = Path(__file__).resolve().parent.parent
 CODEMOD = ("patchkit.engine.codemod", "patchkit.engine.codegen", "patchkit.engine.points", "patchkit.engine.examples")
 
 
-def test_every_declared_kind_has_its_finder_and_every_finder_a_declaration():
-    assert list(KINDS) and set(KINDS) == set(FINDERS)
+def test_every_kind_found_holds_its_own_find_in_its_own_module():
+    assert list(KINDS)
+    for name, kind in KINDS.items():
+        cls = type(kind)
+        assert cls.__module__ == f"patchkit.recipe.kinds.{name}" and cls.find is not PointKind.find, name
 
 
 def test_every_kind_has_a_valid_and_an_invalid_example():
     for kind in KINDS.values():
-        assert kind.valid and kind.invalid, kind.name
+        assert kind.VALID and kind.INVALID, kind.name
 
 
 def test_a_point_is_named_as_messages_name_it():

@@ -75,7 +75,7 @@ def test_what_is_not_there_says_where_it_looked(tmp_path):
     with pytest.raises(AnchorError) as caught:
         read_outline(resolve("tinytrain.loop:Trainer.fitt", str(OWN)))
     assert "class Trainer has no method fitt" in caught.value.message
-    assert caught.value.where.path.endswith("loop.py") and "method: fit" in caught.value.hint
+    assert caught.value.where.path.endswith("loop.py") and "`Trainer.fit`" in caught.value.hint
 
 
 def test_a_module_that_is_a_link_out_of_the_package_is_named_where_the_recipe_finds_it(tmp_path):

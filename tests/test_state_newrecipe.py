@@ -59,7 +59,7 @@ def test_an_existing_file_is_never_replaced(tmp_path):
     (f"{FIT} at: loop_end loop: {{iter: batches}}", AnchorError, "continue at line 23"),
     (f"{FIT} at: loop_edn loop: batches", RecipeError, "did you mean loop_end?"),
     (f"{FIT}", RecipeError, "names no point after the target"),
-    ("tinytrain.loop:Trainer.fitt at: method_start", AnchorError, "did you mean `method: fit` (line 18)"),
+    ("tinytrain.loop:Trainer.fitt at: method_start", AnchorError, "did you mean `Trainer.fit` (line 18)"),
     ("tinytrain.loops:Trainer.fit at: method_start", TargetError, "no tinytrain/loops.py"),
 ])
 def test_a_point_that_does_not_fit_names_the_point_and_writes_nothing(tmp_path, spec, error, words):

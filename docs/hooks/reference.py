@@ -4,9 +4,8 @@
 ``<!-- patchkit-reference: NAME -->``; when the site is built, each marker is
 replaced by a section made from the code:
 
-* ``kinds``: the point kinds (``KINDS``: name, summary, the keys each needs,
-  the actions it allows, and its VALID and INVALID examples), from ``patchkit.recipe.kinds`` where that module exists, else
-  from ``patchkit.engine.points`` (importing it registers the kinds);
+* ``kinds``: the point kinds (``KINDS``, found in ``patchkit/recipe/kinds/``: name, summary, the keys each needs,
+  the actions it allows, and its VALID and INVALID examples);
 * ``actions``: a point's ``action:`` words (``patchkit.core.vocabulary.ACTIONS``)
   and the kinds that allow each;
 * ``settings``: every profiler and schedule setting (``vocabulary.SETTINGS``)
@@ -146,11 +145,11 @@ def kinds_section(d: Declarations) -> str:
                 f"{kind.summary[:1].upper()}{kind.summary[1:]}.", "",
                 f"- **Needs:** {needs or 'no key beyond `class:` and `method:`, or `function:`'}",
                 f"- **Actions:** {actions}", ""]
-        for n, ex in enumerate(kind.valid, 1):
-            out += [f"**Example{f' {n}' if len(kind.valid) > 1 else ''}.** The point", ""]
+        for n, ex in enumerate(kind.VALID, 1):
+            out += [f"**Example{f' {n}' if len(kind.VALID) > 1 else ''}.** The point", ""]
             out += block(point_yaml(ex.point), "yaml")
             out += ["on", ""] + block(ex.source, "python") + ["gives", ""] + block(ex.after, "python")
-        for ex in kind.invalid:
+        for ex in kind.INVALID:
             out += [f"**Refused.** The point {code(flow(full_point(ex.point)))} on", ""] + block(ex.source, "python")
             out += [f"is refused with a reason that says {code(ex.reason)}.", ""]
     return "\n".join(out)

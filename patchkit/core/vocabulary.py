@@ -107,7 +107,7 @@ LEVELS = SETTING["level"].values
 CONTENTS = SETTING["contents"].values
 EXPORT_TYPES = SETTING["export_type"].values
 
-# A point's action.  Its position (`at:`) is a kind of patchkit.engine.points, which declares the actions it allows.
+# A point's action.  Its position (`at:`) is a kind of patchkit.recipe.kinds, which declares the actions it allows.
 ACTIONS = ("start", "step", "refuse", "range", "mark")  # range and mark: a labelled span or instant, in a window
 DEFAULT_ACTION = "step"
 

@@ -2,9 +2,9 @@
 
 It never writes and never raises for "not applicable".  The module is parsed
 with libcst; each point's function is looked up among the module's top-level
-definitions and scanned by the finders in :mod:`patchkit.engine.points`; the new
-statements and decorators are libcst nodes (:mod:`patchkit.engine.codegen`), put in
-by a transformer that enters only the definitions that change; the text is
+definitions and scanned, and the point's kind says where its line goes
+(:mod:`patchkit.engine.points`); the new statements and decorators are libcst
+nodes (:mod:`patchkit.engine.codegen`), put in by a transformer that enters only the definitions that change; the text is
 the new module's ``code``.  Every byte the change does not touch (encoding,
 line endings, tabs, comments) comes from libcst's round trip.  A last check
 reads the new text against the input: taking out the marked lines must give
@@ -21,7 +21,10 @@ import libcst as cst
 from patchkit.engine import codegen
 from patchkit.engine.marks import applied_ids, is_own_line, split_lines, strip  # noqa: F401  (applied_ids re-exported)
 from patchkit.core.model import AlreadyApplied, Applied, CannotApply, Insertion, Point, Settings, TransformResult
-from patchkit.engine.points import FINDERS, Decorate, NotFound, Positions, Scan, describe
+from patchkit.engine.points.finder import find
+from patchkit.engine.points.positions import Positions
+from patchkit.engine.points.scan import Decorate, NotFound, Scan
+from patchkit.recipe.kinds import describe
 from patchkit.engine.points.lookup import Missing, find_function
 
 
@@ -103,7 +106,7 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
     """Each point's statement (or decorator), handed to the transformer with the place it goes."""
     for point in points:
         try:
-            sites = FINDERS[point.at](scan, point)
+            sites = find(scan, point)
         except NotFound as exc:
             at = f", in the point at {point.where}" if point.where is not None else ""
             hint = exc.hint
@@ -113,10 +116,6 @@ def _plan(edit: "_Edit", scan: Scan, settings: Settings, points: Sequence[Point]
                 hint = nearest(scan, point)
             raise _Failed(exc.reason + at, exc.line, hint=hint) from None
         for site in sites:
-            if not isinstance(site, Decorate) and not isinstance(site.block, cst.IndentedBlock):  # ``if x: f()``
-                where = f"the {scan.kind}" if site.owner is scan.func else f"the block at line {scan.line(site.owner)}"
-                raise _Failed(f"{where} in {scan.qualname} is written on one line; patchkit only adds whole lines",
-                              scan.line(site.block.body[0]))
             try:
                 if isinstance(site, Decorate):
                     edit.decorate(site.func, codegen.exit_decorator_node(settings, point, site.func))

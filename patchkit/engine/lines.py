@@ -4,11 +4,13 @@ The statement at a point is ``_patchkit_runtime.step(key)`` (or ``start``,
 ``refuse``, ``mark``, ``range_start``/``range_end``), with the guard as a last
 argument ``lambda: guard`` when there is one (and the key as ``lambda: ...``
 when the role is chosen as the line runs), so the runtime evaluates them and
-reads one that raises as false; ``on_exit`` (and a range around a whole
-function) is an ``@_patchkit_runtime.on_exit(key[, guard])`` decorator whose
-lambdas take the target's own parameters.  Strings become escaped ASCII
-literals (valid Python, whatever the target file's encoding), names and guard
-expressions were validated when the recipe was loaded.  Every line ends with
+reads one that raises as false; a point whose kind's form is a decorator
+(:data:`patchkit.recipe.pointkind.DECORATOR`) is an
+``@_patchkit_runtime.on_exit(key[, guard])`` decorator (``ranged(key, name[,
+guard])`` for a range) whose lambdas take the target's own parameters.
+Strings become escaped ASCII literals (valid Python, whatever the target
+file's encoding), names and guard expressions were validated when the recipe
+was loaded.  Every line ends with
 the marker comment ``# patchkit:<recipe-id>``, so it can be found and taken
 out again.
 
@@ -23,6 +25,8 @@ from typing import Any, List, Optional, Tuple
 
 from patchkit import DISTRIBUTION
 from patchkit.core.model import MARKER, Point, Settings
+from patchkit.recipe.kinds import KINDS
+from patchkit.recipe.pointkind import DECORATOR
 
 RUNTIME = "_patchkit_runtime"
 LINES = 2  # what the lines need of the runtime (patchkit.runtime.LINES): 2, guards and chosen roles as lambdas
@@ -193,7 +197,7 @@ def decorator(settings: Settings, point: Point, parameters: Optional[str] = None
 
 def shown(settings: Settings, point: Point) -> List[str]:
     """What a point inserts, as ``patchkit show`` prints it: a decorator, one statement, or the two of a range."""
-    if point.at in ("on_exit", "method"):
+    if KINDS[point.at].form == DECORATOR:
         return [decorator(settings, point)]
     if point.action == "range":
         return [statement(settings, point, "open"), "<the statement>", statement(settings, point, "close")]

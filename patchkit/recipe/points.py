@@ -6,7 +6,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from patchkit.core import model as m
 from patchkit.core import vocabulary as v
-from patchkit.recipe.kinds import KINDS, Kind
+from patchkit.recipe.kinds import KINDS
+from patchkit.recipe.pointkind import PointKind
 from patchkit.recipe import parts as recipe_parts
 from patchkit.recipe.reader import Reader, check_relative, is_dotted, is_identifier
 
@@ -79,7 +80,7 @@ NEEDS_HINT = {"call": "add e.g. `call: self.model_runner.execute_model` (the dot
               "loop": "add e.g. `loop: {iter: micro_batches}` (iter, target, calls or while)"}
 
 
-def _check_needs(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any], kind: Kind) -> None:
+def _check_needs(r: Reader, here: Tuple[Any, ...], p: Dict[str, Any], kind: PointKind) -> None:
     """The keys a kind needs are there; keys only other kinds take are not."""
     for key in NEEDS_HINT:
         if key in kind.needs and key not in p:

@@ -8,7 +8,8 @@ here, so the schema cannot fall behind the loader:
 * ``profiler`` and ``schedule``: one property per row of
   :mod:`patchkit.core.vocabulary`, with its type, allowed words, minimum, default
   and help;
-* a point's ``at`` and ``action``: the kinds of ``patchkit.recipe.kinds`` and ``vocabulary.ACTIONS``.
+* a point's ``at`` and ``action``: the kinds found in ``patchkit/recipe/kinds/`` (each with its summary) and
+  ``vocabulary.ACTIONS``.
 
 After changing any of those, rewrite the shipped file with::
 
@@ -88,7 +89,8 @@ def fill(schema: Dict[str, Any]) -> Dict[str, Any]:
     profiler[spellings.NESTED[0]] = {**inner["properties"][spellings.NESTED[0]],
                                      "description": "verl's block: its keys read as profiler's own"}
     point = schema["$defs"]["point"]["properties"]
-    point["at"] = {"enum": list(KINDS)}
+    point["at"] = {"enum": list(KINDS), "description": "where the line goes: "
+                   + "; ".join(f"{kind.name}, {kind.summary}" for kind in KINDS.values())}
     point["action"] = {"enum": list(v.ACTIONS), "default": v.DEFAULT_ACTION}
     return schema
 

@@ -1,4 +1,4 @@
-"""Points on a loop: before it, at the start or at the end of its body.
+"""Which loops a point's ``loop:`` selects (for the kinds whose place is a loop), and a selector for each loop.
 
 A loop is chosen by its iterable (``enumerate``/``zip`` unwrapped), by a name
 in its target, or as the innermost loop that calls a function.  A recipe
@@ -12,9 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import libcst as cst
 
 from patchkit.core.model import LoopSelector, Point
-from patchkit.engine.points import Loop, NotFound, Scan, Site, dotted, expect
-from patchkit.engine.points.registry import finds
-from patchkit.engine.points.method import last_statement
+from patchkit.engine.points.scan import Loop, NotFound, Scan, dotted, expect
 
 Spec = Dict[str, Any]  # a point's mapping as a recipe writes it (``loop: {iter: batches}``)
 
@@ -73,7 +71,8 @@ def select(scan: Scan, selector: LoopSelector) -> List[Loop]:
     return found
 
 
-def _choose(scan: Scan, point: Point) -> List[Loop]:
+def choose(scan: Scan, point: Point) -> List[Loop]:
+    """The loops a point's ``loop:`` selects: the first of its selectors that finds the expected number."""
     failures = []
     for selector in point.loop:
         try:
@@ -83,34 +82,6 @@ def _choose(scan: Scan, point: Point) -> List[Loop]:
     if len(failures) == 1:
         raise failures[0]
     raise NotFound("; ".join(f.reason for f in failures), failures[0].line, failures[0].hint)
-
-
-
-
-@finds("before_loop")
-def before_loop(scan: Scan, point: Point) -> List[Site]:
-    return [Site(lp.block, lp.index, lp.owner) for lp in _choose(scan, point)]
-
-
-@finds("loop_start")
-def loop_start(scan: Scan, point: Point) -> List[Site]:
-    return [Site(lp.node.body, 0, lp.node) for lp in _choose(scan, point)]
-
-
-@finds("loop_end")
-def loop_end(scan: Scan, point: Point) -> List[Site]:
-    sites = []
-    for lp in _choose(scan, point):
-        skips = [c for c, enclosing in scan.continues if enclosing and enclosing[-1] is lp.node]
-        if skips:
-            raise NotFound(f"the loop at line {scan.line(lp.node)} has a continue {scan.at_lines(skips)}; "
-                           "a step at the end of its body would be skipped (use loop_start)", scan.line(skips[0]))
-        last = last_statement(lp.node.body)
-        if isinstance(last, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
-            raise NotFound(f"the loop at line {scan.line(lp.node)} ends with a {type(last).__name__.lower()}; "
-                           "the end of its body is never reached", scan.line(last))
-        sites.append(Site(lp.node.body, len(lp.node.body.body), lp.node))
-    return sites
 
 
 def loop_selector(scan: Scan, loop: Loop) -> Tuple[Spec, int]:

@@ -7,22 +7,30 @@ its loops' iterables, targets, innermost calls and ``while`` conditions),
 each written as the recipe line that selects it with the line of the file
 where it is, or, when none is close, the first few that exist.
 :func:`names_hint` does the same for the ``class:``, ``method:``,
-``function:`` and ``nested:`` names :mod:`.lookup` cannot find.
+``function:`` and ``nested:`` names :mod:`.lookup` cannot find, and
+:func:`target_hint` for the function ``patchkit points`` is asked for, as
+its target names it (there the advice is what to type, not a recipe to
+correct).
 """
 
 from __future__ import annotations
 
-from difflib import get_close_matches
+from difflib import SequenceMatcher, get_close_matches
 from typing import Dict, List, Sequence, Tuple
 
 from patchkit.core.model import LoopSelector, Point
-from patchkit.engine.points import Scan
+from patchkit.engine.points.scan import Scan
 
 FEW = 5  # how many existing places a hint lists when none is close
 
 
-def _listed(choices: Sequence[Tuple[str, str, int]], wanted: str, what: str) -> str:
-    """``did you mean `call: a` (line 3)?`` for the close names, else ``WHAT: `call: a` (line 3), ...``.
+IN_A_RECIPE = ("correct the point in the recipe", "`patchkit points` lists every place")  # what to do, after each
+
+
+def _listed(choices: Sequence[Tuple[str, str, int]], wanted: str, what: str,
+            advice: Tuple[str, str] = IN_A_RECIPE) -> str:
+    """``did you mean `call: a` (line 3)?`` for the close names, else ``WHAT: `call: a` (line 3), ...``, each
+    followed by what to do (``advice``: after a close name, after the list).
 
     ``choices``: (name, the recipe line that selects it, its line in the file)."""
     spelled: Dict[str, Tuple[str, int]] = {}
@@ -33,11 +41,10 @@ def _listed(choices: Sequence[Tuple[str, str, int]], wanted: str, what: str) -> 
     close = get_close_matches(wanted, list(spelled), n=3, cutoff=0.6)
     if close:
         return "did you mean " + " or ".join(f"`{spelled[c][0]}` (line {spelled[c][1]})" for c in close) + \
-               "? correct the point in the recipe"
+               "? " + advice[0]
     shown = sorted(spelled.values(), key=lambda item: item[1])[:FEW]
     more = f", and {len(spelled) - FEW} more" if len(spelled) > FEW else ""
-    return f"{what}: " + ", ".join(f"`{text}` (line {n})" for text, n in shown) + more + \
-           "; `patchkit points` lists every place"
+    return f"{what}: " + ", ".join(f"`{text}` (line {n})" for text, n in shown) + more + "; " + advice[1]
 
 
 def hint(scan: Scan, point: Point) -> str:
@@ -96,3 +103,28 @@ def _loop_hint(scan: Scan, selector: LoopSelector) -> str:
 def names_hint(key: str, name: str, names: Sequence[Tuple[str, int]], where: str) -> str:
     """For a ``class:``/``method:``/``function:``/``nested:`` name not found: the close ones, else those there."""
     return _listed([(n, f"{key}: {n}", line) for n, line in names], name, where)
+
+
+def target_hint(qualname: str, names: Sequence[Tuple[str, int]]) -> str:
+    """For ``patchkit points TARGET`` whose function is not there: the functions of the file nearest ``qualname``,
+    as a target names them (``Class.method``), and what to type instead; there is no recipe to correct.
+
+    Names are compared part by part (``Trainr.fit`` is near ``Trainer.fit``,
+    not ``Trainer.update``); a name of another depth by its last part (``fit``
+    is near ``Trainer.fit``), a shade behind.
+    """
+    wanted = qualname.split(".")
+
+    def nearness(name: str) -> float:
+        parts = name.split(".")
+        if len(parts) == len(wanted):
+            return min(SequenceMatcher(None, a, b).ratio() for a, b in zip(wanted, parts))
+        return SequenceMatcher(None, wanted[-1], parts[-1]).ratio() - 0.01
+
+    ranked = sorted(((nearness(n), n, line) for n, line in names), key=lambda item: -item[0])
+    close = [(n, line) for near, n, line in ranked if near >= 0.6][:3]
+    if close:
+        return "did you mean " + " or ".join(f"`{n}` (line {line})" for n, line in close) + \
+               f"? write it in the target in place of `{qualname}`"
+    return _listed([(n, n, line) for n, line in names], "\0", "the functions here",
+                   ("", f"write one of them in the target in place of `{qualname}`"))

@@ -1,39 +1,48 @@
-"""A function as an outline: the lines where a point can go, each with the recipe point that puts a line there.
+"""A function as an outline: the lines where a point can go, each with the recipe points that put a line there.
 
 :func:`outline` reads one function (method, module-level function, or a
-function nested in one) on libcst's tree, the way the finders see it
-(:class:`~patchkit.engine.points.Scan`): its ``def`` line, its loops and the
-end of their bodies, the statements whose value is a call (what
-``after_call``, ``before_call`` and ``around_call`` select), the blocks
-around them (``if``, ``with``, ``try``), its returns and raises, the
-functions defined inside it, and its end.  Each :class:`Entry` holds the
+function nested in one) on libcst's tree, the way the finder sees it
+(:class:`~patchkit.engine.points.scan.Scan`): its ``def`` line, the
+statements whose value is a call, its loops and the end of their bodies, its
+end (the places of :data:`patchkit.recipe.pointkind.PLACES`), and, to read
+it by, the blocks around them (``if``, ``with``, ``try``), its returns and
+raises and the functions defined inside it.  Each :class:`Entry` holds the
 target file's line (libcst's :class:`~libcst.metadata.PositionProvider`),
-the code of that line, and the points, as recipe mappings, that resolve
-there exactly as written (a loop is named by a selector that picks that
-loop alone; a call made by several statements gets ``count:``).  A place no
-point takes says why in ``note``.  :mod:`.nearest` offers the same entries
-when a recipe's point does not resolve.
+the code of that line, and, as recipe mappings, the points of every kind of
+that place (:func:`patchkit.recipe.kinds.at_place`) that select exactly that
+line and that the kind does not refuse there; the kinds it refuses, and a
+place no point selects alone, say why in ``note``, in the finder's own words
+(:func:`patchkit.engine.points.finder.sites`): no kind is named here.
+:mod:`.nearest` offers the same places when a recipe's point does not resolve.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from patchkit.engine.points import Loop, Positions, Scan
-from patchkit.engine.points.lookup import find_function
+from patchkit.core.vocabulary import DEFAULT_ACTION
+from patchkit.engine.points.finder import sites
+from patchkit.engine.points.lookup import Missing, find_function, functions
 from patchkit.engine.points.loops import Spec, loop_selector, selected
-from patchkit.engine.points.method import last_statement
+from patchkit.engine.points.nearest import target_hint
+from patchkit.engine.points.positions import Positions
+from patchkit.engine.points.scan import Loop, NotFound, Scan, word
+from patchkit.recipe.kinds import at_place
+from patchkit.recipe.pointkind import CALL, DECORATOR, DEF, END, LOOP, LOOP_END, PointKind
+from patchkit.recipe.points import LABELLED
+from patchkit.recipe.spec import flow
 
+Code = Callable[[int], str]  # a line of the file, without the function's own indentation
 
 
 class Entry(NamedTuple):
     line: int  # 1-based, in the target file
     code: str  # that line, without the function's own indentation
     points: Tuple[Spec, ...] = ()  # each as a recipe writes it (without class/method/function)
-    note: str = ""  # why no point goes here, or what the place is ("end of the loop body")
+    note: str = ""  # why a kind (or every point) does not go here
     kind: str = ""  # def, loop, loop_end, call, block, return, nested, end
 
 
@@ -65,11 +74,22 @@ def scope_of(module: cst.Module, qualname: str) -> Tuple[Optional[str], str, Opt
 
 
 def outline(source: str, qualname: str) -> Outline:
-    """The outline of the function ``qualname`` names in ``source``; raises lookup.Missing when it is not there."""
+    """The outline of the function ``qualname`` names in ``source``; raises lookup.Missing when it is not there,
+    with the nearest functions of the file as the target names them (``Class.method``)."""
     module = cst.parse_module(source)
     cls, function, nested = scope_of(module, qualname)
     positions = Positions(module)
-    func, _ = find_function(module, cls, function, nested, positions)
+    try:
+        func, _ = find_function(module, cls, function, nested, positions)
+    except Missing as missing:
+        if not missing.absent:
+            raise
+        top = {n.name.value for n in module.body if isinstance(n, (cst.ClassDef, cst.FunctionDef))}
+        head = qualname.split(".")[0]
+        reason = missing.reason if head in top or "." not in qualname else \
+            f"no class or function {head} at the top level of the file"
+        raise Missing(reason, missing.line, missing.col, target_hint(qualname, functions(module, positions)),
+                      absent=True) from None
     scan = Scan(func, cls, function if not nested else f"{function}.{nested}", positions)
     lines = re.split(r"\r\n|\r|\n", source)  # line breaks as Python counts them (not str.splitlines's \x0c...)
     return Outline(cls, function, nested, tuple(entries(scan, lines)))
@@ -83,25 +103,22 @@ def entries(scan: Scan, lines: List[str]) -> List[Entry]:
         text = lines[line - 1].rstrip() if line <= len(lines) else ""
         return text[indent:] if text[:indent].strip() == "" else text.lstrip()
 
-    out = [_def(scan, code)]
-    counts: Dict[str, int] = {}
-    flat: Dict[str, int] = {}  # a call made in a one-line block (`if x: f()`): no point takes any statement of it
+    name = scan.func.name.value
+    line = scan.line(scan.func.name)
+    out = [_offer(scan, DEF, scan.func, {}, name, Entry(line, code(line), kind="def"))]
+    callers: Dict[str, List[Any]] = {}
     for stmt in scan.statements:
         if stmt.call:
-            counts[stmt.call] = counts.get(stmt.call, 0) + 1
-            if isinstance(stmt.block, cst.SimpleStatementSuite):
-                flat.setdefault(stmt.call, scan.line(stmt.node))
+            callers.setdefault(stmt.call, []).append(stmt)
     for stmt in scan.statements:
         line = scan.line(stmt.node)
-        if stmt.call in flat:
-            out.append(Entry(line, code(line), note=f"{stmt.call} is called in a one-line block at line "
-                             f"{flat[stmt.call]}: no call point (put that block's body on a line of its own)",
-                             kind="call"))
+        here = Entry(line, code(line), kind="call")
+        if stmt.call and len(callers[stmt.call]) > 1:
+            out.append(here._replace(note=_not_alone(scan, stmt.call, callers[stmt.call])))
         elif stmt.call:
-            out.append(Entry(line, code(line), _call_points(stmt.call, counts[stmt.call]), kind="call"))
-        elif isinstance(stmt.node, (cst.Return, cst.Raise)):
-            word = type(stmt.node).__name__.lower()
-            out.append(Entry(line, code(line), note=f"a {word}: `at: on_exit` steps on every way out", kind="return"))
+            out.append(_offer(scan, CALL, stmt, {"call": stmt.call}, stmt.call.rsplit(".", 1)[-1], here))
+        elif word(stmt.node) in ("return", "raise"):
+            out.append(Entry(line, code(line), note=_way_out(word(stmt.node)), kind="return"))
     for loop in scan.loops:
         out += _loop(scan, loop, code)
     out += [Entry(scan.line(n), code(scan.line(n)), kind="block") for n in _blocks(scan.func)]
@@ -110,67 +127,71 @@ def entries(scan: Scan, lines: List[str]) -> List[Entry]:
         if isinstance(inner, cst.FunctionDef):
             out.append(Entry(line, code(line), note=f"`nested: {inner.name.value}` puts points inside it",
                              kind="nested"))
-    out.append(_end(scan, code))
+    end = Entry(scan.positions.end_line(scan.func), f"(end of {name})", kind="end")
+    out.append(_offer(scan, END, scan.func, {}, name, end))
     return sorted(out, key=lambda e: (e.line, e.kind in ("loop_end", "end")))
 
 
-def _def(scan: Scan, code) -> Entry:
-    line = scan.line(scan.func.name)
-    points: List[Spec] = [{"at": "method_start"}]
-    why = ""
-    if scan.func.asynchronous is not None:
-        why = "async: no on_exit or method range"
-    elif scan.yields:
-        why = f"a generator (yield at line {scan.line(scan.yields[0])}): no on_exit or method range"
-    else:
-        points += [{"at": "on_exit"}, {"at": "method", "action": "range", "name": scan.func.name.value}]
-    return Entry(line, code(line), tuple(points), why, "def")
+def _offer(scan: Scan, place: str, anchor: Any, select: Spec, label: str, entry: Entry) -> Entry:
+    """``entry`` with the points of each kind of ``place`` that goes at ``anchor``, and why the others do not."""
+    points: List[Spec] = []
+    refused: Dict[str, List[str]] = {}
+    for kind in at_place(place):
+        try:
+            sites(scan, kind, anchor)
+        except NotFound as exc:
+            refused.setdefault(exc.reason, []).append(kind.name)
+            continue
+        points.append(_spelled(kind, select, label))
+    note = "; ".join(f"no {_either(names)}: {reason}" for reason, names in refused.items())
+    return entry._replace(points=tuple(points), note=note)
 
 
-def _end(scan: Scan, code) -> Entry:
-    last = last_statement(scan.func.body)
-    line = scan.positions.end_line(scan.func)
-    name = f"(end of {scan.func.name.value})"
-    if isinstance(last, (cst.Return, cst.Raise)):
-        return Entry(line, name, note=f"ends with a {type(last).__name__.lower()}: no method_end; use `at: on_exit`",
-                     kind="end")
-    return Entry(line, name, ({"at": "method_end"},), kind="end")
+def _spelled(kind: PointKind, select: Spec, label: str) -> Spec:
+    """A point of ``kind`` as a recipe writes it: its ``at:``, the keys that select the anchor, and the action
+    (with a label) when the kind cannot take the default one."""
+    out: Spec = {"at": kind.name, **select}
+    if DEFAULT_ACTION not in kind.actions:
+        out["action"] = kind.actions[0]
+        if kind.actions[0] in LABELLED:
+            out["name"] = label
+    return out
 
 
-def _call_points(call: str, count: int) -> Tuple[Spec, ...]:
-    more = {"count": count} if count > 1 else {}
-    label = call.rsplit(".", 1)[-1]
-    return ({"at": "after_call", "call": call, **more}, {"at": "before_call", "call": call, **more},
-            {"at": "around_call", "call": call, "action": "range", "name": label, **more})
+def _either(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
-def _loop(scan: Scan, loop: Loop, code) -> List[Entry]:
+def _not_alone(scan: Scan, call: str, stmts: Sequence[Any]) -> str:
+    """Why no point takes one of several statements calling ``call``, and the point that takes them all."""
+    return (f"no point picks this one alone: {len(stmts)} statements call {call}, "
+            f"{scan.at_lines([s.node for s in stmts])}; `count: {len(stmts)}` takes them all")
+
+
+def _way_out(keyword: str) -> str:
+    """What a return or raise tells: the decorator kinds on the def line see this way out too."""
+    wrappers = [f"`at: {kind.name}`" for kind in at_place(DEF) if kind.form == DECORATOR]
+    return f"a {keyword}" + (f": a decorator on the def line ({', '.join(wrappers)}) also sees this way out"
+                             if wrappers else "")
+
+
+def _loop(scan: Scan, loop: Loop, code: Code) -> List[Entry]:
+    """The loop's header and the end of its body, each with the points that select this loop alone."""
     line = scan.line(loop.node)
+    header = Entry(line, code(line), kind="loop")
     selector, n = loop_selector(scan, loop)
     if not selector:
-        return [Entry(line, code(line), note="no selector picks this loop (no name in its iterable, target or "
-                      "condition, and no call in it)", kind="loop")]
-    more = {"count": n} if n > 1 else {}
-    flat = [lp for lp in scan.loops if isinstance(lp.node.body, cst.SimpleStatementSuite)
-            and lp.node in {f.node for f in selected(scan, selector)}]
-    inside = () if flat else ({"at": "loop_start", "loop": selector, **more},)
-    out = [Entry(line, code(line), ({"at": "before_loop", "loop": selector, **more}, *inside), kind="loop")]
+        return [header._replace(note="no selector picks this loop (no name in its iterable, target or condition, "
+                                     "and no call in it)")]
+    if n > 1:
+        others = [lp.node for lp in selected(scan, selector)]
+        return [header._replace(note=f"no selector picks this loop alone: `loop: {flow(selector)}` selects {n} "
+                                     f"loops, {scan.at_lines(others)}; `count: {n}` takes them all")]
+    label = str(next(iter(selector.values()))).rsplit(".", 1)[-1]
     body_end = scan.positions.end_line(loop.node.body.body[-1]) if loop.node.body.body else line
-    skips = [c for c, around in scan.continues if around and around[-1] is loop.node]
-    last = last_statement(loop.node.body)
-    label = f"(end of the loop at line {line})"
-    if flat:
-        out.append(Entry(body_end, label, note=f"the loop at line {scan.line(flat[0].node)} has its body on its "
-                         "header's line: no loop_start or loop_end", kind="loop_end"))
-    elif skips:
-        out.append(Entry(body_end, label, note=f"the loop has a continue at line {scan.line(skips[0])}: "
-                         "no loop_end (use loop_start)", kind="loop_end"))
-    elif isinstance(last, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
-        out.append(Entry(body_end, label, note=f"the body ends with a {type(last).__name__.lower()}: no loop_end",
-                         kind="loop_end"))
-    else:
-        out.append(Entry(body_end, label, ({"at": "loop_end", "loop": selector, **more},), kind="loop_end"))
-    return out
+    end = Entry(body_end, f"(end of the loop at line {line})", kind="loop_end")
+    return [_offer(scan, LOOP, loop, {"loop": selector}, label, header),
+            _offer(scan, LOOP_END, loop, {"loop": selector}, label, end)]
 
 
 class _Blocks(cst.CSTVisitor):
