@@ -23,8 +23,12 @@ from typing import Dict, List, Set
 import pytest
 
 import patchkit
+from patchkit.runtime import finder
 
 PACKAGE = Path(patchkit.__file__).resolve().parent
+# The backends: every module of patchkit.runtime.backends, found by walking the folder.  Their package's docstring
+# says so instead of naming them, and tests/test_backends.py runs every backend found.
+BACKENDS = {f"{finder.PACKAGE}.{name}" for name in finder.found()}
 
 # The one cycle known to be there: points/__init__ fills its registry by importing its finders (the line at
 # its bottom), which import the scan back from the package.  Only those registering imports are excused: any
@@ -164,7 +168,8 @@ def test_each_layer_s_init_names_its_modules():
         inside = sorted(p.stem if p.name != "__init__.py" else p.parent.name for p in path.parent.iterdir()
                         if (p.suffix == ".py" and p.name != "__init__.py")
                         or (p.is_dir() and (p / "__init__.py").is_file()))
-        missing = [m for m in inside if f".{m}`" not in doc and f"``{m}" not in doc and f"{m}/" not in doc]
+        missing = [m for m in inside if f".{m}`" not in doc and f"``{m}" not in doc and f"{m}/" not in doc
+                   and f"{name}.{m}" not in BACKENDS]
         assert not missing, f"{name}'s docstring does not name {missing}"
 
 
@@ -202,10 +207,7 @@ TESTED_IN = {
     "patchkit.engine.points.loops": "test_point_kinds",
     "patchkit.engine.points.ranges": "test_point_kinds",
     "patchkit.engine.points.registry": "test_point_kinds",  # the declarations, checked for every kind
-    "patchkit.runtime.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
-    "patchkit.runtime.backends.torch": "test_backends",
-    "patchkit.runtime.backends.nsys": "test_backends",
-    "patchkit.runtime.backends.program": "test_backends",
+    "patchkit.runtime.program": "test_backends",  # the code each backend renders, and that it is the code that runs
     "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
     "patchkit.demo.train": "test_demo",
     "patchkit.cluster.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
@@ -228,7 +230,7 @@ def test_every_module_has_its_test_module():
         if parts[-1] == "__init__":
             parts = parts[:-1] or ["patchkit"]
         candidates = {f"test_{'_'.join(parts)}", f"test_{'_'.join(parts[-2:])}", f"test_{parts[-1]}",
-                      TESTED_IN.get(name, "")}
+                      TESTED_IN.get(name, ""), "test_backends" if name in BACKENDS else ""}
         if modules()[name].name == "__init__.py" and not _defines(modules()[name]):
             candidates.add("test_layers")  # a layer's surface: test_each_layer_s_init_names_its_modules
         if not any((tests / f"{c}.py").is_file() for c in candidates if c):

@@ -1,10 +1,14 @@
 """The module the lines patchkit inserts call: the layer that runs inside the training process.
 
 Its parts: :mod:`.control` (a key's capture: created, stepped, finished), :mod:`.capture` (one window's
-profiler and its manifest), :mod:`.process` (the process-wide state: the keys, their settings, lines said once), :mod:`.ranges` (range and mark
-points), :mod:`.ondemand` (``schedule.trigger=manual``: windows asked by ``patchkit capture``), with
-:mod:`.requests` (the request and answer files) and ``backends/`` (one module per profiler); the record it
-writes beside each capture is :mod:`patchkit.core.manifest`.  Standard library only, until a profiler is created.
+profiler and its manifest), :mod:`.process` (the process-wide state: the keys, their settings, lines said
+once), :mod:`.ranges` (range and mark points), :mod:`.ondemand` (``schedule.trigger=manual``: windows asked by
+``patchkit capture``), with :mod:`.requests` (the request and answer files); the profilers behind them are
+``backends/`` (one module per backend, found by walking the folder), each a :mod:`.backend` (what a backend
+is) found by :mod:`.finder`, handed the :mod:`.settings` every backend takes, whose code for a capture is a
+:mod:`.program` run at the moments :mod:`.schedule` says, with a capture's role in its file names
+(:mod:`.roles`).  The record it writes beside each capture is :mod:`patchkit.core.manifest`.  Standard library
+only, until a profiler is created.
 
 A patched module does, at import::
 
