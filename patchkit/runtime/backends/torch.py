@@ -11,6 +11,15 @@ report a write that failed (a full disk, a quota, a file size limit), and a
 trace cut short must never look like a capture.  A trace that could not be
 written is noted in ``failed_traces`` (which the runtime reads), and the
 temporary files are removed.
+
+``schedule.warmup`` 0 is patchkit's default: a window records the steps a
+recipe names from the first one, as the users' hand-written schedules do.
+``torch.profiler.schedule`` warns at every schedule without warmup ("Profiler
+won't be using warmup, this can skew profiler results": the first recorded
+step may carry the profiler's start-up), so with warmup 0 the code creates the
+schedule with exactly that warning ignored, there and nowhere else, and a
+job's stderr holds no warning caused by a default; set ``schedule.warmup=1``
+for a warmed-up first step.
 """
 
 from __future__ import annotations
@@ -38,8 +47,9 @@ class Torch(Backend):
     def plan(self, settings: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
         s = settings
         contents = s["contents"]
-        create = ["import os", "import re", "import socket", "import time", "", "import torch", "",
-                  "activities = [torch.profiler.ProfilerActivity.CPU]"]
+        quiet = not s["steps"] and not s["warmup"]  # torch's warning about warmup 0 ignored (see the docstring)
+        create = ["import os", "import re", "import socket", "import time", *(["import warnings"] if quiet else []),
+                  "", "import torch", "", "activities = [torch.profiler.ProfilerActivity.CPU]"]
         if "npu" in contents:
             create += ["if torch.cuda.is_available():", "    activities.append(torch.profiler.ProfilerActivity.CUDA)"]
         create += ["", *_handler(s["save_path"], role_of(key)), *_schedule(s)]
@@ -71,8 +81,15 @@ def _schedule(s: Mapping[str, Any]) -> List[str]:
     """``schedule``: torch.profiler's, or a function of exactly ``schedule.steps``."""
     if s["steps"]:
         return steps_function("torch.profiler.ProfilerAction", s["steps"])
-    return ["schedule = torch.profiler.schedule(" + ", ".join(f"{k}={int(s[k])!r}" for k in PERIODIC) + ")"]
+    made = "schedule = torch.profiler.schedule(" + ", ".join(f"{k}={int(s[k])!r}" for k in PERIODIC) + ")"
+    if s["warmup"]:
+        return [made]
+    return ["with warnings.catch_warnings():  # warmup 0 is asked for: torch's warning about it is not for the job",
+            f"    warnings.filterwarnings('ignore', {WARMUP_WARNING!r}, UserWarning)",
+            f"    {made}"]
 
+
+WARMUP_WARNING = "Profiler won't be using warmup"  # how torch's warning about warmup 0 begins
 
 # the end of a whole trace: its last event and traceEvents list closed, then (newer torch) its traceName, then itself
 WHOLE = r'[}\[]\s*\]\s*(,\s*"traceName"\s*:\s*"([^"\\]|\\.)*"\s*)?\}\s*\Z'
