@@ -67,14 +67,14 @@ def get(name: str) -> Backend:
     if isinstance(entry, Backend):
         return entry
     if entry is not None:
-        backend = _REGISTRY[name] = _defined_in(name, importlib.import_module(entry))
-        return backend
-    backend = _LOADED.get(name)
-    if backend is None:
+        registered = _REGISTRY[name] = _defined_in(name, importlib.import_module(entry))
+        return registered
+    loaded = _LOADED.get(name)
+    if loaded is None:
         if name not in found():
             raise KeyError(name)
-        backend = _LOADED[name] = _defined_in(name, importlib.import_module(f"{PACKAGE}.{name}"))
-    return backend
+        loaded = _LOADED[name] = _defined_in(name, importlib.import_module(f"{PACKAGE}.{name}"))
+    return loaded
 
 
 def probe(name: str) -> Dict[str, Any]:

@@ -54,7 +54,7 @@ class Memory(Backend):
             create.append("import torch_npu")
         create.append(f"os.makedirs({save_path!r}, exist_ok=True)")
         create.append("failed_traces = []  # (snapshot, why) of each one not written whole; none left under its name")
-        memory = MODULE.get(device, MODULE["cuda"])
+        memory = MODULE["npu" if device == "npu" else "cuda"]
         name = worker_name(role_of(key))
         return Plan(
             sections={
