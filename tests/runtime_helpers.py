@@ -61,13 +61,10 @@ SCHEDULES = [dict(wait=w, warmup=u, active=a, repeat=r, skip_first=s)
              for w, u, a, r, s in itertools.product((0, 1, 3), (0, 1, 2), (1, 2, 3), (0, 1, 2), (0, 1, 4))]
 
 
-class Recorder(types.ModuleType):
-    """A backend whose code only notes what the runtime asks of it."""
-
-    STATIC_FEATURES = {"version": None}
+class Recorder(backends.Backend):
+    """A backend whose code only notes what the runtime asks of it (in ``log``: its code imports it by name)."""
 
     def __init__(self):
-        super().__init__("recorder_backend")
         self.log = []
         self.sections = backends.SECTIONS  # the sections its code has (set before a capture starts)
 
@@ -89,11 +86,10 @@ def recorder(monkeypatch, tmp_path):
     return rec
 
 
-class Broken(types.ModuleType):
-    STATIC_FEATURES = {"version": None}
+class Broken(backends.Backend):
+    """A backend whose profiler fails at ``where``."""
 
     def __init__(self, where):
-        super().__init__("broken_backend")
         self.where = where
 
     def probe(self):

@@ -1,18 +1,28 @@
-"""patchkit.runtime.backends: vocabulary checks, the code each backend renders, and that it is the code that runs."""
+"""patchkit.runtime.backends: every backend found holds to the contract, the code each renders, and that it is the
+code that runs.
+
+The tests that loop run every backend the walk of patchkit.runtime.backends
+finds (``finder.found()``), so a backend added there is tested here with no
+test to edit; the others try one backend's own code.
+"""
 
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import os
 import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
-from patchkit.runtime import backends
+from patchkit.core.vocabulary import SETTING
+from patchkit.runtime import backends, finder
+from patchkit.runtime.backend import Backend
 from patchkit import runtime
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,35 +57,37 @@ def test_runtime_and_backends_import_without_torch():
 
 
 # ---------------------------------------------------------------------------
-# validate
+# every backend found holds to the contract
 
 
-def test_valid_settings_have_no_problems():
-    for b in backends.names():
-        assert backends.validate(settings(backend=b)) == []
-    assert backends.validate(settings(ranks=(0, 3), contents=("npu",), backend="npu", level="level_none")) == []
-    assert backends.validate({}) == []  # defaults
+@pytest.mark.parametrize("name", finder.found())
+def test_each_backend_found_holds_to_the_contract(name):
+    backend = backends.get(name)
+    assert isinstance(backend, Backend) and type(backend).__module__ == f"{finder.PACKAGE}.{name}"
+    for method in ("probe", "plan", "check", "launch"):  # the contract's parameters, by name
+        assert list(inspect.signature(getattr(type(backend), method)).parameters) == \
+            list(inspect.signature(getattr(Backend, method)).parameters), f"{name}.{method}"
+    assert isinstance(backend.STATIC_FEATURES, Mapping) and "version" in backend.STATIC_FEATURES
+    assert set(backend.UNUSED) <= set(SETTING), f"{name}: UNUSED names no setting {set(backend.UNUSED) - set(SETTING)}"
+    assert backend.describe().startswith(f"{name} backend: "), "the reference opens its section with this line"
+    s = backends.normalize({"backend": name})
+    assert backend.check(s) == [] and all(isinstance(line, str) for line in backend.launch(s))
+    plan = backend.plan(s, backend.STATIC_FEATURES, "r/actor")
+    assert isinstance(plan, backends.Plan) and set(plan.sections) <= set(backends.SECTIONS) and plan.sections
+    for section, code in plan.sections.items():
+        compile(code, f"<{name} {section}>", "exec")
 
 
-@pytest.mark.parametrize("bad, words", [
-    ({"colour": "red"}, "unknown setting 'colour'"),
-    ({"backend": "perf"}, "backend 'perf'"),
-    ({"level": "Level1"}, "profiler.level"),
-    ({"contents": ("npu", "gpu")}, "unknown 'gpu'"),
-    ({"contents": "npu"}, "profiler.contents must be a list"),
-    ({"export_type": "json"}, "profiler.export_type"),
-    ({"analysis": "yes"}, "profiler.analysis must be true or false"),
-    ({"ranks": (0, -1)}, "profiler.ranks"),
-    ({"ranks": "some"}, "profiler.ranks"),
-    ({"active": 0}, "schedule.active must be an integer >= 1"),
-    ({"wait": -1}, "schedule.wait"),
-    ({"repeat": 1.0}, "schedule.repeat"),
-    ({"warmup": True}, "schedule.warmup"),
-    ({"save_path": ""}, "profiler.save_path must be a non-empty path"),
-])
-def test_validate_names_the_problem(bad, words):
-    problems = backends.validate(settings(**bad))
-    assert problems and any(words in p for p in problems), problems
+@pytest.mark.parametrize("name", [name for name in finder.found() if backends.get(name).UNUSED])
+def test_each_backend_found_notes_the_settings_it_declares_unused_when_a_recipe_sets_them(name):
+    backend = backends.get(name)
+    changed = {k: v for k, v in [("level", "level2"), ("mstx", True), ("l2_cache", True)] if k in backend.UNUSED}
+    text = backends.render({"backend": name, **changed}, key="r", features=backend.STATIC_FEATURES)
+    assert "has no equivalent of " + ", ".join(f"{SETTING[k].key}={v!r}" for k, v in changed.items()) in text
+
+
+# ---------------------------------------------------------------------------
+# what each backend checks itself (the settings every backend takes: test_runtime_settings.py)
 
 
 @pytest.mark.parametrize("path", ["./out:1", "./out dir", "./out/a=b", "./out/x@y", "./out,1", "./日本"])
@@ -118,7 +130,8 @@ def test_render_rejects_invalid_settings():
 
 def test_torch_render():
     text = backends.render(settings(contents=("cpu", "npu", "memory", "shapes", "stack", "module")), key="r")
-    assert "schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1, skip_first=0)" in text
+    assert "schedule = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1, skip_first=0)" in text
+    assert "    schedule=schedule," in text
     assert "on_trace_ready=on_trace_ready" in text  # tensorboard_trace_handler's file, renamed once written whole
     assert "trace = os.path.join('./outputs/patchkit/x', name)" in text and "os.rename(part, trace)" in text
     for flag in ("record_shapes", "profile_memory", "with_stack", "with_modules"):
@@ -542,7 +555,7 @@ def test_nsys_options_record_one_report_per_window_and_never_end_the_job(repeat,
 
     s = backends.normalize(settings(backend="nsys", repeat=repeat))
     assert nsys.options(s) == {"trace": "cuda,nvtx", "capture-range": "cudaProfilerApi", "capture-range-end": end}
-    lines = nsys.launch(s)
+    lines = backends.get("nsys").launch(s)
     assert f"--capture-range=cudaProfilerApi --capture-range-end={end}" in lines[0]
     assert any(f'"capture-range-end": "{end}"' in line and "--runtime-env-json" in line for line in lines)
     assert all("shutdown" not in line for line in lines)

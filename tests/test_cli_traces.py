@@ -130,14 +130,16 @@ def test_help_imports_neither_torch_libcst_git_nor_ray(args, tmp_path):
 def test_a_capture_whose_profiler_writes_its_own_report_is_listed_and_collected_from_its_manifest(
         tmp_path, clean_runtime, monkeypatch):
     """As with nsys: no trace in the save path, the manifest says which window of which process was recorded."""
-    import types
-
     from patchkit.runtime import backends
 
-    own = types.ModuleType("own_report_backend")
-    own.STATIC_FEATURES, own.probe = {}, dict
-    own.plan = lambda s, features, key: backends.Plan(sections={"window_open": "pass\n"}, trace_dir=None)
-    monkeypatch.setitem(backends._REGISTRY, "ownreport", own)
+    class OwnReport(backends.Backend):
+        def probe(self):
+            return {}
+
+        def plan(self, settings, features, key):
+            return backends.Plan(sections={"window_open": "pass\n"}, trace_dir=None)
+
+    monkeypatch.setitem(backends._REGISTRY, "ownreport", OwnReport())
     out = tmp_path / "out"
     clean_runtime.configure("own", backend="ownreport", save_path=str(out), wait=1, warmup=0, active=2)
     for _ in range(4):

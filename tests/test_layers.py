@@ -30,7 +30,8 @@ PACKAGE = Path(patchkit.__file__).resolve().parent
 # Folders whose modules are found by walking the folder (pkgutil), each module one extension of one kind: the
 # folder's __init__ says so once rather than naming each, and each is tested by the test that runs every module
 # found there.  Adding such a module touches nothing else.
-PLUGINS = {"patchkit.recipe.kinds": "test_point_kinds"}  # a kind of point each (docs/contributing.md)
+PLUGINS = {"patchkit.recipe.kinds": "test_point_kinds",  # a kind of point each (docs/contributing.md)
+           "patchkit.runtime.backends": "test_backends"}  # a backend each: tests/test_backends.py runs every one found
 
 
 def plugin_folder(name: str) -> str:
@@ -200,10 +201,7 @@ TESTED_IN = {
     "patchkit.engine.points.scan": "test_points",  # what a scan holds, and where lines go on libcst's tree
     "patchkit.engine.points.positions": "test_points",
     "patchkit.engine.points.loops": "test_points",
-    "patchkit.runtime.backends.npu": "test_backends",  # the code each backend renders, and that it is the code that runs
-    "patchkit.runtime.backends.torch": "test_backends",
-    "patchkit.runtime.backends.nsys": "test_backends",
-    "patchkit.runtime.backends.program": "test_backends",
+    "patchkit.runtime.program": "test_backends",  # the code each backend renders, and that it is the code that runs
     "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
     "patchkit.demo.train": "test_demo",
     "patchkit.cluster.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster

@@ -12,7 +12,7 @@ import pytest
 from patchkit.runtime import requests as ondemand
 from patchkit import runtime
 from patchkit.runtime import ondemand as runtime_ondemand
-from patchkit.runtime.registry import finished
+from patchkit.runtime.process import finished
 from runtime_helpers import no_profiler_left_running, profiler_steps, settings  # noqa: F401  (a fixture)
 
 

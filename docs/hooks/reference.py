@@ -12,9 +12,10 @@ replaced by a section made from the code:
   with its type, allowed values, default and help;
 * ``spellings``: the users' own spellings patchkit reads as its names (``patchkit.core.spellings``):
   torch_npu's enum members for values, verl's, MindSpeed-RL's and torch_npu's names for keys;
-* ``backends``: the registered backends (``patchkit.runtime.backends``), each
-  with its description, the settings it uses and leaves unused (as its own
-  ``plan()`` says), and the code ``patchkit show`` prints for it.
+* ``backends``: the backends (``patchkit.runtime.backends``: every module of
+  that folder, and any registered), each with its description (its module's
+  docstring), the settings it uses and those it declares ``UNUSED``, and the
+  code ``patchkit show`` prints for it.
 
 A marker this hook does not know, or one missing from the page, fails the
 build, as does a kind of setting it has no wording for: the reference is
@@ -26,11 +27,10 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Set
+from typing import Any, Dict, List, NamedTuple
 
 import yaml
 from mkdocs.exceptions import PluginError
@@ -50,13 +50,13 @@ class Declarations(NamedTuple):
 
 
 def declarations() -> Declarations:
-    """patchkit's declarations, from this checkout: the settings table, the point kinds and the backend registry."""
+    """patchkit's declarations, from this checkout: the settings table, the point kinds and the backends."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     try:
         vocabulary = importlib.import_module("patchkit.core.vocabulary")
         kinds = importlib.import_module("patchkit.recipe.kinds").KINDS
-        backends = importlib.import_module("patchkit.runtime.backends")  # registers the built-in backends
+        backends = importlib.import_module("patchkit.runtime.backends")  # finds the backends of its folder
         spellings = importlib.import_module("patchkit.core.spellings")
     except Exception as exc:  # noqa: BLE001  (any import failure is a build error, said with its cause)
         raise PluginError(f"reference: cannot import patchkit's declarations: {type(exc).__name__}: {exc}") from exc
@@ -95,9 +95,8 @@ def block(text: str, lang: str) -> List[str]:
     return [f"```{lang}", text.rstrip("\n"), "```", ""]
 
 
-def docstring(module: Any) -> str:
-    """A module's docstring as Markdown: reST inline literals and roles made code spans, ``::`` a colon."""
-    text = inspect.getdoc(module) or ""
+def from_rest(text: str) -> str:
+    """A docstring as Markdown: reST inline literals and roles made code spans, ``::`` a colon."""
     text = re.sub(r":[a-z]+:`~?\.?([^`]+)`", r"`\1`", text)
     text = re.sub(r"``(.+?)``", lambda m: code(" ".join(m.group(1).split())), text, flags=re.S)
     return re.sub(r"::\n", ":\n", text)
@@ -248,41 +247,6 @@ def spellings_section(d: Declarations) -> str:
     return "\n".join(out)
 
 
-def _other(v: Any, s: Any) -> Any:
-    """A valid value of setting ``s`` other than its default, to ask a backend whether it uses ``s``."""
-    if s.kind == v.WORD:
-        return next(x for x in s.values if x != s.default)
-    if s.kind == v.WORDS:
-        return [next(x for x in s.values if x not in s.default)]
-    if s.kind == v.FLAG:
-        return not s.default
-    if s.kind == v.COUNT:
-        return s.default + 1
-    if s.kind == v.PATH:
-        return "./elsewhere"
-    if s.kind in (v.RANKS, v.STEPS):
-        return [1]
-    if s.kind == v.THRESHOLD:
-        return 10
-    raise PluginError(f"reference: no other value for the setting {s.key} of kind {s.kind!r}")
-
-
-def unused(d: Declarations, name: str) -> Set[str]:
-    """The settings backend ``name``'s own plan says it does not use, each one set away from its default."""
-    v, b = d.vocabulary, d.backends
-    module = b.get(name)
-    found: Set[str] = set()
-    for s in v.SETTINGS:
-        settings = {"backend": name, s.name: _other(v, s)}
-        if b.validate(settings):  # a value this backend refuses on its own: it says so itself
-            continue
-        plan = module.plan(b.normalize(settings), module.STATIC_FEATURES, EXAMPLE_KEY)
-        for note in plan.notes:
-            if "not used" in note:
-                found |= {f"{m.group(1)}.{m.group(2)}" for m in re.finditer(r"\b(profiler|schedule)\.(\w+)", note)}
-    return found
-
-
 def backends_section(d: Declarations) -> str:
     v, b = d.vocabulary, d.backends
     out = ["## Backends", "",
@@ -293,17 +257,17 @@ def backends_section(d: Declarations) -> str:
            "probed: the newest profiler API is assumed, and the runtime leaves out what the installed one "
            "lacks.", ""]
     for name in b.names():
-        module = b.get(name)
-        off = unused(d, name)
+        backend = b.get(name)
+        off = {v.SETTING[k].key for k in backend.UNUSED}  # what the backend declares its profiler has no equivalent of
         uses = [code(s.key) for s in v.SETTINGS if s.key not in off]
         out += [f"### {code(name)} {{#backend-{name}}}", ""]
         if name == b.DEFAULT:
             out += ["The default backend.", ""]
-        out += [docstring(module), "",
+        out += [from_rest(backend.describe()), "",
                 f"- **Settings it uses:** {', '.join(uses) or 'none'}",
                 f"- **Settings it leaves unused:** {', '.join(code(k) for k in sorted(off)) or 'none'}", "",
                 f"The code it runs (`patchkit show {EXAMPLE_KEY} --backend {name}`):", ""]
-        out += block(b.render({"backend": name}, EXAMPLE_KEY, features=module.STATIC_FEATURES), "python")
+        out += block(b.render({"backend": name}, EXAMPLE_KEY, features=backend.STATIC_FEATURES), "python")
     return "\n".join(out)
 
 

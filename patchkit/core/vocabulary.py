@@ -4,12 +4,12 @@ Each setting is one :class:`Setting` row: its section, its name, its kind
 (which says its type), the words it allows, its default and a line of help.
 Everything that knows these words reads the table: the recipe loader (checks,
 defaults, the valid ``KEY=VALUE`` keys and their did-you-mean), the records
-of :mod:`patchkit.core.model`, :func:`patchkit.runtime.backends.validate` (the same checks
+of :mod:`patchkit.core.model`, :func:`patchkit.runtime.settings.validate` (the same checks
 on what the runtime is handed), ``patchkit show`` and, through
 ``python -m patchkit.recipe.schema``, ``recipe.schema.json``.
 
-Backend names are not here: they are the names registered in
-:mod:`patchkit.runtime.backends` (``backends.names()``).
+Backend names are not here: they are the modules of
+:mod:`patchkit.runtime.backends`, and any registered (``backends.names()``).
 
 Standard library only: ``patchkit --help`` imports this.
 """

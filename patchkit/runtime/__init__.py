@@ -1,10 +1,14 @@
 """The module the lines patchkit inserts call: the layer that runs inside the training process.
 
 Its parts: :mod:`.control` (a key's capture: created, stepped, finished), :mod:`.capture` (one window's
-profiler and its manifest), :mod:`.registry` (the keys and their settings), :mod:`.ranges` (range and mark
-points), :mod:`.ondemand` (``schedule.trigger=manual``: windows asked by ``patchkit capture``), with
-:mod:`.requests` (the request and answer files) and ``backends/`` (one module per profiler); the record it
-writes beside each capture is :mod:`patchkit.core.manifest`.  Standard library only, until a profiler is created.
+profiler and its manifest), :mod:`.process` (the process-wide state: the keys, their settings, lines said
+once), :mod:`.ranges` (range and mark points), :mod:`.ondemand` (``schedule.trigger=manual``: windows asked by
+``patchkit capture``), with :mod:`.requests` (the request and answer files); the profilers behind them are
+``backends/`` (one module per backend, found by walking the folder), each a :mod:`.backend` (what a backend
+is) found by :mod:`.finder`, handed the :mod:`.settings` every backend takes, whose code for a capture is a
+:mod:`.program` run at the moments :mod:`.schedule` says, with a capture's role in its file names
+(:mod:`.roles`).  The record it writes beside each capture is :mod:`patchkit.core.manifest`.  Standard library
+only, until a profiler is created.
 
 A patched module does, at import::
 
@@ -53,7 +57,7 @@ This module is the public face; the work is done, in layers that import
 only downwards, by :mod:`patchkit.runtime.control` (starting a capture,
 steps at schedule events, process exit), :mod:`patchkit.runtime.capture`
 (one capture's schedule and window state machine) and
-:mod:`patchkit.runtime.registry` (the process-wide tables, messages and
+:mod:`patchkit.runtime.process` (the process-wide state, messages and
 failure handling).
 """
 
@@ -66,18 +70,18 @@ import threading
 from patchkit.runtime.control import at_exit as _at_exit  # noqa: F401  (tests call what process exit does)
 from patchkit.runtime.control import bad_key as _bad_key
 from patchkit.runtime.control import call as _call
-from patchkit.runtime.registry import captures as _captures
-from patchkit.runtime.registry import chosen as _chosen
-from patchkit.runtime.registry import clear as _clear
-from patchkit.runtime.registry import done as _done
-from patchkit.runtime.registry import fail as _fail
-from patchkit.runtime.registry import finished as _finished
-from patchkit.runtime.registry import holds as _holds
-from patchkit.runtime.registry import lock as _lock
-from patchkit.runtime.registry import quick as _quick
-from patchkit.runtime.registry import refused as _refused
-from patchkit.runtime.registry import settings as _settings
-from patchkit.runtime.registry import state as _state
+from patchkit.runtime.process import captures as _captures
+from patchkit.runtime.process import chosen as _chosen
+from patchkit.runtime.process import clear as _clear
+from patchkit.runtime.process import done as _done
+from patchkit.runtime.process import fail as _fail
+from patchkit.runtime.process import finished as _finished
+from patchkit.runtime.process import holds as _holds
+from patchkit.runtime.process import lock as _lock
+from patchkit.runtime.process import quick as _quick
+from patchkit.runtime.process import refused as _refused
+from patchkit.runtime.process import settings as _settings
+from patchkit.runtime.process import state as _state
 from patchkit.runtime.ranges import (  # noqa: F401  (the calls of range and mark points)
     mark, range_end, range_start, ranged,
 )

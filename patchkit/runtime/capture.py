@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from patchkit.runtime.registry import fail, lock, retire, say, strict
+from patchkit.runtime.process import fail, lock, retire, say, strict
 
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
 

@@ -1,6 +1,6 @@
 """The full path of :mod:`patchkit.runtime`: starting a key's capture, steps at schedule events, process exit.
 
-Everything here runs under the registry's lock.  Whether a key may start is
+Everything here runs under the process state's lock.  Whether a key may start is
 decided here: its recipe was configured and not refused, its settings are
 valid, this rank and its replica are listed, no other capture (ours or a foreign profiler) is
 running.  Standard library only; the backend imports torch / torch_npu when a
@@ -15,7 +15,7 @@ import sys
 import threading
 
 from patchkit.runtime.capture import Capture
-from patchkit.runtime.registry import (
+from patchkit.runtime.process import (
     captures, checked, fail, finished, lock, once, quick, refused, say, settings, state, strict,
 )
 

@@ -28,7 +28,7 @@ import threading
 import time
 
 from patchkit.runtime import requests as ondemand
-from patchkit.runtime.registry import captures, finished, lock, once, say
+from patchkit.runtime.process import captures, finished, lock, once, say
 
 pending = {}  # key -> (request id, steps asked), set by the watcher, taken by the next start of the key
 _entries = {}  # key -> its registration

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 
-from patchkit.runtime.registry import captures, chosen, holds, once, strict, where
+from patchkit.runtime.process import captures, chosen, holds, once, strict, where
 
 
 def _window(key):

@@ -11,6 +11,15 @@ report a write that failed (a full disk, a quota, a file size limit), and a
 trace cut short must never look like a capture.  A trace that could not be
 written is noted in ``failed_traces`` (which the runtime reads), and the
 temporary files are removed.
+
+``schedule.warmup`` 0 is patchkit's default: a window records the steps a
+recipe names from the first one, as the users' hand-written schedules do.
+``torch.profiler.schedule`` warns at every schedule without warmup ("Profiler
+won't be using warmup, this can skew profiler results": the first recorded
+step may carry the profiler's start-up), so with warmup 0 the code creates the
+schedule with exactly that warning ignored, there and nowhere else, and a
+job's stderr holds no warning caused by a default; set ``schedule.warmup=1``
+for a warmed-up first step.
 """
 
 from __future__ import annotations
@@ -18,60 +27,69 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping
 
 from patchkit.core.vocabulary import NPU_ONLY, PERIODIC
-from patchkit.runtime.backends.program import call
-from patchkit.runtime.backends.registry import Plan, no_equivalent, role_of
-from patchkit.runtime.backends.schedule import steps_function
-
-STATIC_FEATURES: Dict[str, Any] = {"version": None}
-
-UNUSED = ("level", "export_type", "analysis", "mstx") + NPU_ONLY
+from patchkit.runtime.backend import Backend, Plan
+from patchkit.runtime.program import call
+from patchkit.runtime.roles import role_of, worker_name
+from patchkit.runtime.schedule import steps_function
 
 
-def probe() -> Dict[str, Any]:
-    import torch  # noqa: F401  (the real torch; absolute import)
-    import torch.profiler
+class Torch(Backend):
+    PROFILER = "torch.profiler"
+    UNUSED = ("level", "export_type", "analysis", "mstx") + NPU_ONLY
+    PID_IN_TRACE_NAMES = True
 
-    return {"version": torch.__version__}
+    def probe(self) -> Dict[str, Any]:
+        import torch  # noqa: F401  (the real torch; absolute import)
+        import torch.profiler
+
+        return {"version": torch.__version__}
+
+    def plan(self, settings: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
+        s = settings
+        contents = s["contents"]
+        quiet = not s["steps"] and not s["warmup"]  # torch's warning about warmup 0 ignored (see the docstring)
+        create = ["import os", "import re", "import socket", "import time", *(["import warnings"] if quiet else []),
+                  "", "import torch", "", "activities = [torch.profiler.ProfilerActivity.CPU]"]
+        if "npu" in contents:
+            create += ["if torch.cuda.is_available():", "    activities.append(torch.profiler.ProfilerActivity.CUDA)"]
+        create += ["", *_handler(s["save_path"], role_of(key)), *_schedule(s)]
+        create += call("prof = torch.profiler.profile", [
+            "activities=activities",
+            "schedule=schedule",
+            "on_trace_ready=on_trace_ready",
+            f"record_shapes={'shapes' in contents!r}",
+            f"profile_memory={'memory' in contents!r}",
+            f"with_stack={'stack' in contents!r}",
+            f"with_modules={'module' in contents!r}",
+            *(["with_flops=True"] if "flops" in contents else []),
+        ])
+        return Plan(
+            sections={
+                "create": "\n".join(create) + "\n",
+                "begin": "prof.start()\n",
+                "advance": "prof.step()\n",
+                "end": "prof.stop()\n",
+                "range_open": "handle = torch.autograd.profiler.record_function(name)\nhandle.__enter__()\n",
+                "range_close": "handle.__exit__(None, None, None)\n",
+                "mark": "with torch.autograd.profiler.record_function(name):\n    pass\n",
+            },
+            trace_dir=s["save_path"],
+        )
 
 
-def plan(s: Mapping[str, Any], features: Mapping[str, Any], key: str) -> Plan:
-    contents = s["contents"]
-    role = role_of(key)
-    create = ["import os", "import re", "import socket", "import time", "", "import torch", "",
-              "activities = [torch.profiler.ProfilerActivity.CPU]"]
-    if "npu" in contents:
-        create += ["if torch.cuda.is_available():", "    activities.append(torch.profiler.ProfilerActivity.CUDA)"]
-    create += ["", *_handler(s["save_path"], role)]
-    if s["steps"]:  # exactly these steps: a schedule function
-        create += ["", *steps_function("torch.profiler.ProfilerAction", s["steps"])]
-        schedule = "schedule"
-    else:
-        schedule = "torch.profiler.schedule(" + ", ".join(f"{k}={int(s[k])!r}" for k in PERIODIC) + ")"
-    create += call("prof = torch.profiler.profile", [
-        "activities=activities",
-        f"schedule={schedule}",
-        "on_trace_ready=on_trace_ready",
-        f"record_shapes={'shapes' in contents!r}",
-        f"profile_memory={'memory' in contents!r}",
-        f"with_stack={'stack' in contents!r}",
-        f"with_modules={'module' in contents!r}",
-        *(["with_flops=True"] if "flops" in contents else []),
-    ])
-    notes = no_equivalent("torch.profiler", s, UNUSED)
-    return Plan(
-        sections={
-            "create": "\n".join(create) + "\n",
-            "begin": "prof.start()\n",
-            "advance": "prof.step()\n",
-            "end": "prof.stop()\n",
-            "range_open": "handle = torch.autograd.profiler.record_function(name)\nhandle.__enter__()\n",
-            "range_close": "handle.__exit__(None, None, None)\n",
-            "mark": "with torch.autograd.profiler.record_function(name):\n    pass\n",
-        },
-        trace_dir=s["save_path"],
-        notes=tuple(notes),
-    )
+def _schedule(s: Mapping[str, Any]) -> List[str]:
+    """``schedule``: torch.profiler's, or a function of exactly ``schedule.steps``."""
+    if s["steps"]:
+        return steps_function("torch.profiler.ProfilerAction", s["steps"])
+    made = "schedule = torch.profiler.schedule(" + ", ".join(f"{k}={int(s[k])!r}" for k in PERIODIC) + ")"
+    if s["warmup"]:
+        return [made]
+    return ["with warnings.catch_warnings():  # warmup 0 is asked for: torch's warning about it is not for the job",
+            f"    warnings.filterwarnings('ignore', {WARMUP_WARNING!r}, UserWarning)",
+            f"    {made}"]
 
+
+WARMUP_WARNING = "Profiler won't be using warmup"  # how torch's warning about warmup 0 begins
 
 # the end of a whole trace: its last event and traceEvents list closed, then (newer torch) its traceName, then itself
 WHOLE = r'[}\[]\s*\]\s*(,\s*"traceName"\s*:\s*"([^"\\]|\\.)*"\s*)?\}\s*\Z'
@@ -80,7 +98,7 @@ CUT = "the disk is full, or a quota or file size limit was hit"
 
 def _handler(save_path: str, role: str) -> List[str]:
     """``on_trace_ready``: tensorboard_trace_handler's file, given its name only once it is written whole."""
-    worker = "socket.gethostname() + '_' + str(os.getpid())" + (f" + {('_' + role)!r}" if role else "")
+    worker = worker_name(role)
     return [
         "failed_traces = []  # (trace, why) of each trace not written whole; nothing is left under its name",
         "",

@@ -8,32 +8,17 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from patchkit.runtime.backends.registry import Plan, get, normalize, validate
-from patchkit.runtime.backends.schedule import describe_schedule
-
-SECTIONS = ("create", "begin", "advance", "window_open", "step_enter", "step_exit", "window_close", "end",
-            "range_open", "range_close", "mark")
-
-_WHEN = {
-    "create": "When the capture starts: at the first start/step point, in the thread that reaches it.",
-    "begin": None,  # printed under "create"
-    "advance": "At every later step point (step += 1):",
-    "window_open": "When a recording window opens (before its first recorded step):",
-    "step_enter": "At the start of each recorded step:",
-    "step_exit": "At the end of each recorded step:",
-    "window_close": "When a recording window closes (after its last recorded step):",
-    "end": "When the schedule is over, or at process exit while the capture runs:",
-    "range_open": "A labelled range opens in a window (`name`; `handle` is what range_close gets):",
-    "range_close": "The range closes (`name`, `handle`):",
-    "mark": "A labelled mark in a window (`name`):",
-}
+from patchkit.runtime.backend import SECTIONS, WHEN, Backend, Plan
+from patchkit.runtime.finder import get
+from patchkit.runtime.schedule import describe_schedule
+from patchkit.runtime.settings import no_equivalent, normalize, validate
 
 
 class Program:
     """The profiler code of one capture: text sections, compiled once, run by the runtime."""
 
     def __init__(self, backend: str, key: str, settings: Mapping[str, Any], plan: Plan,
-                 features: Mapping[str, Any], probed: bool):
+                 features: Mapping[str, Any], probed: bool, pid_in_trace_names: bool = False):
         self.backend = backend
         self.key = key
         self.named = True  # False: rendered without a capture key ("patchkit" labels the markers)
@@ -46,6 +31,7 @@ class Program:
         self.notes = tuple(plan.notes)
         self.features = dict(features)
         self.probed = probed
+        self.pid_in_trace_names = pid_in_trace_names
         self.namespace: Dict[str, Any] = {"__name__": f"patchkit.profiler_code.{backend}", "step": 0}
         self._code: Dict[str, Any] = {}
         self._seen: set = set()
@@ -89,7 +75,7 @@ class Program:
     def new_traces(self) -> List[str]:
         names = [n for n in self._listdir() if n not in self._seen]
         self._seen.update(names)
-        if self.backend in ("torch", "npu", "memory"):  # ranks share the folder: keep this process's, named with its pid
+        if self.pid_in_trace_names:  # ranks share the folder: keep this process's, named with its pid
             mine = re.compile(rf"(?:^|_){os.getpid()}[._]")
             names = [n for n in names if mine.search(n)]
         paths = [os.path.join(self.trace_dir, n) for n in names]  # type: ignore[arg-type]
@@ -137,11 +123,11 @@ class Program:
         for name in SECTIONS:
             if name not in self.sections or name == "begin":
                 continue
-            lines += ["", f"# {_WHEN[name]}", self.sections[name].rstrip("\n")]
+            lines += ["", f"# {WHEN[name]}", self.sections[name].rstrip("\n")]
             if name == "create" and "begin" in self.sections:
                 lines.append(self.sections["begin"].rstrip("\n"))
         if "create" not in self.sections and "begin" in self.sections:
-            lines += ["", f"# {_WHEN['create']}", self.sections["begin"].rstrip("\n")]
+            lines += ["", f"# {WHEN['create']}", self.sections["begin"].rstrip("\n")]
         return "\n".join(lines) + "\n"
 
 
@@ -161,12 +147,19 @@ def program(settings: Mapping[str, Any], key: Optional[str] = None,
     elsewhere) to build without importing anything.
     """
     s = normalize(settings)
-    mod = get(s["backend"])
+    backend = get(s["backend"])
     probed = features is None
-    feats = mod.probe() if probed else features
-    prog = Program(s["backend"], key or "patchkit", s, mod.plan(s, feats, key or "patchkit"), feats, probed)
+    feats = backend.probe() if features is None else features
+    plan = _with_unused(backend, s, backend.plan(s, feats, key or "patchkit"))
+    prog = Program(s["backend"], key or "patchkit", s, plan, feats, probed, backend.PID_IN_TRACE_NAMES)
     prog.named = bool(key)
     return prog
+
+
+def _with_unused(backend: Backend, s: Mapping[str, Any], plan: Plan) -> Plan:
+    """``plan`` with the note naming the settings the backend declares ``UNUSED`` that were set (after its own)."""
+    unused = no_equivalent(backend.PROFILER or s["backend"], s, backend.UNUSED)
+    return plan._replace(notes=tuple(plan.notes) + tuple(unused))
 
 
 def render(settings: Mapping[str, Any], key: Optional[str] = None,

@@ -1,10 +1,10 @@
-"""backends.schedule: the same actions as torch.profiler.schedule, step by step, and the windows they record."""
+"""patchkit.runtime.schedule: the same actions as torch.profiler.schedule, step by step, and the windows they record."""
 
 from __future__ import annotations
 
 import itertools
 
-from patchkit.runtime.backends.schedule import describe_schedule, schedule_action, schedule_end, windows
+from patchkit.runtime.schedule import describe_schedule, schedule_action, schedule_end, windows
 
 
 def test_every_action_is_torch_profiler_schedule_s():

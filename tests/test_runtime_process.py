@@ -1,10 +1,10 @@
-"""patchkit.runtime.registry: the process-wide tables, lines said once, failures that finish a key."""
+"""patchkit.runtime.process: the process-wide tables, lines said once, failures that finish a key."""
 
 from __future__ import annotations
 
 import pytest
 
-from patchkit.runtime import registry as reg
+from patchkit.runtime import process
 
 pytestmark = pytest.mark.usefixtures("clean_runtime")  # from conftest.py
 
@@ -25,35 +25,35 @@ def err_lines(capsys):
 
 
 def test_none_is_always_finished_even_after_clearing():
-    reg.finished.add("k")
-    reg.clear()
-    assert reg.finished == {None}
+    process.finished.add("k")
+    process.clear()
+    assert process.finished == {None}
 
 
 def test_retire_finishes_the_key_and_frees_the_one_capture_slot():
     cap = Cap()
-    reg.captures["k"] = cap
-    reg.quick["k"] = lambda: True
-    reg.state["active"] = "k"
-    reg.retire("k", cap)
-    assert "k" in reg.finished and reg.done["k"] is cap
-    assert "k" not in reg.captures and "k" not in reg.quick and reg.state["active"] is None
+    process.captures["k"] = cap
+    process.quick["k"] = lambda: True
+    process.state["active"] = "k"
+    process.retire("k", cap)
+    assert "k" in process.finished and process.done["k"] is cap
+    assert "k" not in process.captures and "k" not in process.quick and process.state["active"] is None
 
 
 def test_retire_leaves_another_key_capturing():
-    reg.state["active"] = "other"
-    reg.retire("k", None)
-    assert reg.state["active"] == "other" and "k" in reg.finished and "k" not in reg.done
+    process.state["active"] = "other"
+    process.retire("k", None)
+    assert process.state["active"] == "other" and "k" in process.finished and "k" not in process.done
 
 
 def test_fail_is_one_line_releases_the_profiler_and_the_job_goes_on(capsys):
     cap = Cap()
-    reg.captures["k"] = cap
-    reg.fail("k", "the profiler failed at step 3", OSError("disk gone\nmore detail"))
+    process.captures["k"] = cap
+    process.fail("k", "the profiler failed at step 3", OSError("disk gone\nmore detail"))
     assert err_lines(capsys) == ["[patchkit] k: the profiler failed at step 3: OSError: disk gone; not profiling k "
                                  "in this process, the job runs on"]
     assert cap.released == 1 and cap.error == "the profiler failed at step 3: OSError: disk gone\nmore detail"
-    assert "k" in reg.finished and reg.done["k"] is cap
+    assert "k" in process.finished and process.done["k"] is cap
 
 
 @pytest.mark.parametrize("how", ["env", "call"])
@@ -61,22 +61,22 @@ def test_fail_raises_in_strict_mode(how, monkeypatch, capsys):
     if how == "env":
         monkeypatch.setenv("PATCHKIT_STRICT", "1")
     else:
-        reg.state["strict"] = True
+        process.state["strict"] = True
     with pytest.raises(ValueError, match="bad"):
-        reg.fail("k", "could not start the profiler", ValueError("bad"))
-    assert "k" in reg.finished and len(err_lines(capsys)) == 1
+        process.fail("k", "could not start the profiler", ValueError("bad"))
+    assert "k" in process.finished and len(err_lines(capsys)) == 1
 
 
 def test_strict_mode_off_for_an_empty_or_zero_variable(monkeypatch):
     for value in ("", "0"):
         monkeypatch.setenv("PATCHKIT_STRICT", value)
-        assert not reg.strict()
+        assert not process.strict()
 
 
 def test_once_says_a_topic_once(capsys):
     for _ in range(3):
-        reg.once(("k", "busy"), "k: busy")
-    reg.once(("j", "busy"), "j: busy")
+        process.once(("k", "busy"), "k: busy")
+    process.once(("j", "busy"), "j: busy")
     assert err_lines(capsys) == ["[patchkit] k: busy", "[patchkit] j: busy"]
 
 
@@ -86,7 +86,7 @@ def test_say_survives_a_closed_stderr(monkeypatch):
             raise ValueError("I/O operation on closed file")
 
     monkeypatch.setattr("sys.stderr", Closed())
-    reg.say("nothing raises")
+    process.say("nothing raises")
 
 
 # guards and roles as the inserted lines pass them: callables, read as false / None when they raise
@@ -94,13 +94,13 @@ def test_say_survives_a_closed_stderr(monkeypatch):
 
 def test_a_guard_that_raises_is_false_and_said_once_naming_its_line(capsys):
     guard = lambda: 1 / 0  # noqa: E731  (one point: one code object)
-    assert reg.holds(guard, "k") is False and reg.holds(guard, "k") is False
+    assert process.holds(guard, "k") is False and process.holds(guard, "k") is False
     (said,) = err_lines(capsys)
     line = guard.__code__.co_firstlineno
-    assert said.startswith("[patchkit] k: the guard at ") and f"test_runtime_registry.py:{line} raised " in said
+    assert said.startswith("[patchkit] k: the guard at ") and f"test_runtime_process.py:{line} raised " in said
     assert "ZeroDivisionError" in said and "read as false" in said and "the job runs on" in said
     other = lambda: {}["x"]  # noqa: E731  (another point: its own line)
-    assert reg.holds(other) is False and "KeyError" in err_lines(capsys)[0]
+    assert process.holds(other) is False and "KeyError" in err_lines(capsys)[0]
 
 
 def test_a_guard_whose_value_has_no_truth_is_false_too(capsys):
@@ -108,19 +108,19 @@ def test_a_guard_whose_value_has_no_truth_is_false_too(capsys):
         def __bool__(self):
             raise ValueError("ambiguous")
 
-    assert reg.holds(lambda: NoTruth()) is False and "ValueError: ambiguous" in err_lines(capsys)[0]
-    assert reg.holds(lambda: 1) is True and reg.holds(lambda x: x, args=(0,)) is False
+    assert process.holds(lambda: NoTruth()) is False and "ValueError: ambiguous" in err_lines(capsys)[0]
+    assert process.holds(lambda: 1) is True and process.holds(lambda x: x, args=(0,)) is False
 
 
 def test_a_role_chosen_as_the_line_runs_is_its_key_or_none(capsys):
-    assert reg.chosen(lambda: "r/actor") == "r/actor" and reg.chosen(lambda: None) is None
+    assert process.chosen(lambda: "r/actor") == "r/actor" and process.chosen(lambda: None) is None
     role = lambda: "r/a" if missing_name else None  # noqa: E731,F821
-    assert reg.chosen(role) is None and reg.chosen(role) is None
+    assert process.chosen(role) is None and process.chosen(role) is None
     (said,) = err_lines(capsys)
     assert "choosing the role at " in said and "NameError" in said
-    assert reg.chosen(lambda: 3) is None and "is 3, not a string" in err_lines(capsys)[0]
+    assert process.chosen(lambda: 3) is None and "is 3, not a string" in err_lines(capsys)[0]
 
 
 def test_a_guard_that_raises_never_raises_even_in_strict_mode(capsys):
-    reg.state["strict"] = True
-    assert reg.holds(lambda: [][1]) is False and reg.chosen(lambda: [][1]) is None
+    process.state["strict"] = True
+    assert process.holds(lambda: [][1]) is False and process.chosen(lambda: [][1]) is None
