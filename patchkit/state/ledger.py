@@ -27,7 +27,8 @@ from typing import Dict, Iterable, Iterator, Optional, Set
 from patchkit.state import ledger_format
 from patchkit.core import private
 from patchkit.core.errors import LedgerError, Location, TargetError
-from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, atomic_write, hold, read_target, write_source
+from patchkit.core.folders import Folder, Untrusted
+from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, hold, read_target, write_source
 
 BACKUP_LIMIT = 256 * 1024 * 1024  # bytes; the largest target file is under 1 MB
 
@@ -101,8 +102,10 @@ class Ledger:
     def load(self) -> "Ledger":
         """Read the records, after checking the state folder and the ledger are private (see :mod:`patchkit.core.private`)."""
         raw = None
-        if private.check(str(self.home), folder=True):
-            raw = private.read(str(self.path), ledger_format.LIMIT)
+        folder = self._folder()
+        if folder is not None:
+            with folder:
+                raw = private.read(folder, self.path.name, ledger_format.LIMIT)
         if raw is None:
             self.files, self.pending = {}, None
             return self
@@ -115,16 +118,19 @@ class Ledger:
         data = {"format": ledger_format.FORMAT, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
         if self.pending:
             data["pending"] = self.pending
-        private.ensure(str(self.home))
-        atomic_write(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-                     mode=private.FILE_MODE)
+        with self._folder(create=True) as folder:
+            private.write(folder, self.path.name, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+    def _folder(self, *names: str, create: bool = False) -> Optional[Folder]:
+        """The state folder (or ``backups`` in it), open and checked (:func:`patchkit.core.private.open_state`)."""
+        return private.open_state(*names, base=str(self.home), create=create)
 
     # ------------------------------------------------------------ backups
     def backup(self, data: bytes) -> str:
         digest = sha256(data)
         if self.read_backup(digest) is None:
-            private.ensure(str(self.backups))
-            atomic_write(self.backups / digest, data, mode=private.FILE_MODE)
+            with self._folder(self.backups.name, create=True) as folder:
+                private.write(folder, digest, data)
         return digest
 
     def drop_unused_backups(self, candidates: Iterable[str]) -> None:
@@ -138,10 +144,14 @@ class Ledger:
         if self.pending:
             return
         wanted = {rec.original_sha256 for rec in self.files.values()}
-        for name in set(candidates) - wanted:
-            if len(name) == 64 and all(c in "0123456789abcdef" for c in name):
+        gone = [n for n in set(candidates) - wanted if len(n) == 64 and all(c in "0123456789abcdef" for c in n)]
+        folder = self._folder(self.backups.name) if gone else None
+        if folder is None:
+            return
+        with folder:
+            for name in gone:
                 with contextlib.suppress(OSError):
-                    (self.backups / name).unlink()
+                    folder.unlink(name)
 
     def _named(self, records: Dict[str, Optional[dict]]) -> Set[str]:
         """The backups named by the journal and by ``records`` (as saved in it) and the records in memory."""
@@ -151,9 +161,11 @@ class Ledger:
 
     def read_backup(self, digest: str) -> Optional[bytes]:
         """The backup's bytes, or None when it is missing or not those bytes; refused when it is not private."""
-        if not private.check(str(self.backups), folder=True):
+        folder = self._folder(self.backups.name)
+        if folder is None:
             return None
-        data = private.read(str(self.backups / digest), BACKUP_LIMIT)
+        with folder:
+            data = private.read(folder, digest, BACKUP_LIMIT)
         return data if data is not None and sha256(data) == digest else None
 
     # ------------------------------------------------------------ lock
@@ -161,12 +173,14 @@ class Ledger:
     def locked(self, timeout: float = LOCK_TIMEOUT, recover: bool = True) -> Iterator["Ledger"]:
         """Hold the state folder's lock and read the ledger; ``recover`` also puts back a change a dead
         process left half-written (apply and revert do; a command that only reads reports it instead)."""
-        private.ensure(str(self.home))
         lock = str(self.home / "lock")
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), private.FILE_MODE)
-        except OSError as exc:
-            raise private.refuse(lock, f"cannot be opened ({exc.strerror})", False) from None
+        with self._folder(create=True) as folder:
+            try:
+                fd = folder.open("lock", os.O_RDWR | os.O_CREAT, private.FILE_MODE)
+            except Untrusted as exc:
+                raise private.refuse(lock, exc.why, False) from None
+            except OSError as exc:
+                raise private.refuse(lock, f"cannot be opened ({exc.strerror})", False) from None
         try:
             why = private.problem(os.fstat(fd), False)
             if why is not None:
