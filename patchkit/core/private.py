@@ -147,12 +147,15 @@ def read(folder: Folder, name: str, limit: int) -> Optional[bytes]:
     return data
 
 
-def write(folder: Folder, name: str, data: bytes) -> None:
-    """The state file ``name`` in ``folder`` replaced by ``data`` whole (0600)."""
+def write(folder: Folder, name: str, data: bytes, what: str = "cannot write the state file") -> None:
+    """The state file ``name`` in ``folder`` replaced by ``data`` whole (0600), or a located error saying ``what``
+    and nothing of it left (a full disk, a file size limit, a folder that refuses the write)."""
     try:
         folder.write(name, data, FILE_MODE)
     except Refused as exc:  # a link or something not a plain file in its place: never written through or over
         raise refuse(folder.join(name), str(exc), False) from None
+    except OSError as exc:
+        raise unwritable(folder.join(name), exc, what) from None
 
 
 def unwritable(path: str, exc: OSError, what: str = "cannot write the state file") -> LedgerError:

@@ -119,7 +119,8 @@ class Ledger:
         if self.pending:
             data["pending"] = self.pending
         with self._folder(create=True) as folder:
-            private.write(folder, self.path.name, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+            private.write(folder, self.path.name, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                          "cannot save the ledger")
 
     def _folder(self, *names: str, create: bool = False) -> Optional[Folder]:
         """The state folder (or ``backups`` in it), open and checked (:func:`patchkit.core.private.open_state`)."""
@@ -130,7 +131,7 @@ class Ledger:
         digest = sha256(data)
         if self.read_backup(digest) is None:
             with self._folder(self.backups.name, create=True) as folder:
-                private.write(folder, digest, data)
+                private.write(folder, digest, data, "cannot save the backup of a file's bytes")
         return digest
 
     def drop_unused_backups(self, candidates: Iterable[str]) -> None:
@@ -180,7 +181,7 @@ class Ledger:
             except Untrusted as exc:
                 raise private.refuse(lock, exc.why, False) from None
             except OSError as exc:
-                raise private.refuse(lock, f"cannot be opened ({exc.strerror})", False) from None
+                raise private.unwritable(lock, exc, "cannot open the state folder's lock") from None
         try:
             why = private.problem(os.fstat(fd), False)
             if why is not None:
@@ -195,12 +196,20 @@ class Ledger:
 
     # ------------------------------------------------------------ transactions
     def commit(self, writes, records_before: Dict[str, Optional[dict]]) -> None:
-        """Write ``(path, old_bytes, new_bytes)`` triples all or nothing; the records are already updated."""
-        self.pending = {
-            "files": [{"path": str(p), "old": self.backup(old), "new": sha256(new)} for p, old, new in writes],
-            "records": records_before,
-        }
-        self.save()
+        """Write ``(path, old_bytes, new_bytes)`` triples all or nothing; the records are already updated.
+
+        A state folder that cannot take the backups or the journal (full, say): nothing is written.  One that
+        cannot take the ledger saying the files are written: they are put back before the error."""
+        try:
+            self.pending = {
+                "files": [{"path": str(p), "old": self.backup(old), "new": sha256(new)} for p, old, new in writes],
+                "records": records_before,
+            }
+            self.save()
+        except LedgerError as exc:
+            self.pending = None
+            self.restore_records(records_before)
+            raise _said(exc, "no file was changed")
         named = self._named(records_before)
         pause = float(os.environ.get("PATCHKIT_TEST_SLOW_WRITE", "0") or 0)
         try:
@@ -212,12 +221,17 @@ class Ledger:
             self.recover()  # the files written before it are put back; the caller may plan again
             raise
         except OSError as exc:
-            self.recover()
+            self._put_back_now()
             raise LedgerError(f"writing failed: {exc.strerror or exc}; every file was put back",
                               Location(str(exc.filename or path)),
                               "check disk space and permissions, then run the command again") from None
-        self.pending = None
-        self.save()
+        journal, self.pending = self.pending, None
+        try:
+            self.save()
+        except LedgerError as exc:
+            self.pending = journal
+            self._put_back_now()
+            raise _said(exc, "the change could not be recorded, so every file was put back")
         self.drop_unused_backups(named)
 
     def restore_records(self, records_before: Dict[str, Optional[dict]]) -> None:
@@ -228,8 +242,18 @@ class Ledger:
             else:
                 self.files[key] = FileRecord.from_json(dict(record))
 
+    def _put_back_now(self) -> None:
+        """Undo this command's own change (a write failed, or the ledger cannot record it).  A ledger that cannot
+        be saved afterwards (a full disk) is left as it is on disk, still holding the journal, which the next
+        command ends without writing a file: they are back already."""
+        self._recover(quiet=True)
+        self.recovered.clear()  # said by the error itself, not as an earlier run's
+
     def recover(self) -> None:
         """Undo a change that a dead process left half-written, and restore its records."""
+        self._recover(quiet=False)
+
+    def _recover(self, quiet: bool) -> None:
         if not self.pending:
             return
         named = self._named(self.pending.get("records", {}))
@@ -253,5 +277,18 @@ class Ledger:
                     self.recovered.append(f"put back {path} (an earlier patchkit run stopped half-way)")
         self.restore_records(self.pending.get("records", {}))
         self.pending = None
-        self.save()
+        try:
+            self.save()
+        except LedgerError:
+            if not quiet:
+                raise
+            return
         self.drop_unused_backups(named)
+
+
+def _said(exc: LedgerError, outcome: str) -> LedgerError:
+    """``exc`` (its own class: a refusal stays one) saying what became of the files; raised without its chain."""
+    exc.message = f"{exc.message}; {outcome}"
+    exc.args = (exc.message,)
+    exc.__cause__, exc.__suppress_context__ = None, True
+    return exc
