@@ -156,7 +156,8 @@ def test_the_home_may_be_a_link_to_a_folder_of_the_users(tmp_path, monkeypatch):
     link = tmp_path / "home-link"
     link.symlink_to(real)
     monkeypatch.setenv("PATCHKIT_HOME", str(link))
-    assert private.check(str(link))
+    with private.open_state(base=str(link)) as opened:  # a link of yours, in a folder only you can write
+        assert opened.path == str(link)
     Ledger().save()
     assert (real / "ledger.json").is_file()
 

@@ -114,16 +114,6 @@ def _unusable(path: str, exc: OSError, create: bool) -> LedgerError:
     return refuse(path, f"cannot be read ({exc.strerror or exc})", True)
 
 
-def check(path: str) -> bool:
-    """True when the state folder ``path`` exists and may be trusted, False when it does not; else
-    :class:`NotPrivate`.  ``$PATCHKIT_HOME`` itself may be a link (see :mod:`patchkit.core.folders`)."""
-    opened = open_state(base=path)
-    if opened is None:
-        return False
-    opened.close()
-    return True
-
-
 def read(folder: Folder, name: str, limit: int) -> Optional[bytes]:
     """The bytes of the state file ``name`` in ``folder``, checked, at most ``limit`` of them; None when there is
     none.  Opened without following a link, and checked on the open file itself."""
