@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core import manifest
+from patchkit.core.folders import Untrusted
 from patchkit import __version__
 from patchkit.state.ledger import home as ledger_home
 
@@ -120,14 +121,14 @@ def test_a_manifest_that_cannot_be_written_is_one_line_and_the_job_runs_on(tmp_p
     said = [ln.replace(str(tmp_path), "TMP") for ln in capsys.readouterr().err.splitlines()]
     [line] = [ln for ln in said if "manifest" in ln]  # one line; the window's own lines as always
     assert len([ln for ln in said if ln.startswith("[patchkit]")]) == 3
-    assert line.startswith("[patchkit] m: the capture's manifest was not written: FileExistsError")
+    assert line == "[patchkit] m: the capture's manifest was not written: TMP/out/patchkit-manifests: is not a folder"
     assert len(list(out.glob("*.pt.trace.json"))) == 1 and rt.report()[0]["error"] is None  # the capture is fine
 
     rt.reset()
     rt.set_strict(True)  # PATCHKIT_STRICT=1: raised, for tests
     rt.configure("m", backend="torch", contents=("cpu",), save_path=str(out), wait=0, warmup=0, active=1)
     rt.step("m")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(Untrusted, match="is not a folder"):
         rt.step("m")
 
 
@@ -150,7 +151,7 @@ def test_a_written_manifest_is_never_said_to_be_unwritten(tmp_path, clean_runtim
     assert not any("not written" in ln for ln in said)
     [line] = [ln for ln in said if "the capture's manifest" in ln]
     assert line.startswith(f"[patchkit] m: the capture's manifest {path} was written, but patchkit's list of capture "
-                           "folders could not be updated (FileExistsError: ")
+                           f"folders could not be updated ({home}: refusing to use the state folder: it is not a folder)")
     assert line.endswith(f"; `patchkit traces {out}` finds it")
 
 

@@ -83,3 +83,33 @@ def test_a_huge_key_is_not_echoed_whole():
     with pytest.raises(OverrideError) as info:
         apply_overrides(DATA, ["k" * 100_000 + "=1"], OPTIONS)
     assert "unknown override key 'kkkk" in info.value.message and len(info.value.message) < 200
+
+
+# a save_path whose bytes are not UTF-8: a name as os.fsdecode hands it over from argv or the environment
+NOT_UTF8 = "/tmp/out-\udcff\udcfe"
+
+
+@pytest.mark.parametrize("command", [["show"], ["diff"], ["apply"], ["run", "--print-env"]])
+def test_a_save_path_that_is_not_utf8_is_an_error_at_its_key_not_a_traceback(tree, command):
+    from click.testing import CliRunner
+
+    from patchkit.cli.commands import main
+
+    from conftest import snapshot
+
+    root = tree("verl-0.6")
+    before = snapshot(root)
+    args = [command[0], "verl-fsdp-update", *command[1:], f"profiler.save_path={NOT_UTF8}"]
+    if command[0] != "show":
+        args += ["--root", str(root)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "error: <command line>: profiler.save_path=/tmp/out-\\udcff\\udcfe: the value is not valid UTF-8" \
+        in result.stderr
+    assert "hint: " in result.stderr and snapshot(root) == before
+
+
+def test_a_value_that_is_not_utf8_is_refused_for_any_key():
+    with pytest.raises(OverrideError) as info:
+        apply_overrides(DATA, ["profiler.level=level\udcff"], OPTIONS)
+    assert info.value.render().startswith("<command line>: profiler.level=level\\udcff: the value is not valid UTF-8")

@@ -124,14 +124,14 @@ def test_a_planted_ledger_and_backup_never_reach_the_package(applied, patchkit_h
 
 
 def test_an_unreadable_state_folder_is_an_error_not_a_traceback(patchkit_home, monkeypatch):
-    real = os.stat
+    real = os.open
 
-    def denied(path, *args, **kwargs):
-        if os.fspath(path) == str(patchkit_home):
+    def denied(path, *args, dir_fd=None, **kwargs):
+        if os.fspath(path) == patchkit_home.name and dir_fd is not None:  # opened from the folder above it
             raise PermissionError(13, "Permission denied", str(path))
-        return real(path, *args, **kwargs)
+        return real(path, *args, dir_fd=dir_fd, **kwargs)
 
-    monkeypatch.setattr(os, "stat", denied)
+    monkeypatch.setattr(os, "open", denied)
     result = cli("status")
     assert result.exit_code == 1
     assert f"{patchkit_home}: refusing to use the state folder: it cannot be read (Permission denied)" in result.stderr
@@ -144,9 +144,10 @@ def test_a_state_file_larger_than_patchkit_writes_is_refused(patchkit_home):
     big.chmod(0o600)
     from patchkit.core.errors import LedgerError
 
-    with pytest.raises(LedgerError, match="larger than patchkit ever writes"):
-        private.read(str(big), limit=10)
-    assert private.read(str(patchkit_home / "missing"), limit=10) is None
+    with private.open_state() as folder:
+        with pytest.raises(LedgerError, match="larger than patchkit ever writes"):
+            private.read(folder, "ledger.json", limit=10)
+        assert private.read(folder, "missing", limit=10) is None
 
 
 def test_the_home_may_be_a_link_to_a_folder_of_the_users(tmp_path, monkeypatch):
@@ -155,7 +156,8 @@ def test_the_home_may_be_a_link_to_a_folder_of_the_users(tmp_path, monkeypatch):
     link = tmp_path / "home-link"
     link.symlink_to(real)
     monkeypatch.setenv("PATCHKIT_HOME", str(link))
-    assert private.check(str(link), folder=True)
+    with private.open_state(base=str(link)) as opened:  # a link of yours, in a folder only you can write
+        assert opened.path == str(link)
     Ledger().save()
     assert (real / "ledger.json").is_file()
 
@@ -171,7 +173,7 @@ def test_the_folders_the_job_and_run_make_in_the_state_folder_are_private(tmp_pa
     try:
         manifest.note_folder(str(tmp_path / "outputs"))
         runcache.write(os.path.join(runcache.cache_dir(), "x.py"), "x = 1  # patchkit\n")
-        ondemand.write_json(os.path.join(str(home), ondemand.REQUESTS, "r.json"), {"id": "r"})
+        ondemand.write_json((ondemand.REQUESTS,), "r.json", {"id": "r"})
     finally:
         os.umask(old)
     assert mode(home) == 0o700 and mode(home / manifest.INDEX) == 0o600

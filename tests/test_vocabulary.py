@@ -97,3 +97,26 @@ def test_importing_it_imports_only_the_standard_library():
              "assert ours == {'patchkit.core', 'patchkit.core.vocabulary'}, ours; "
              "assert all(m.partition('.')[0] in sys.stdlib_module_names for m in new - ours), new")
     subprocess.run([sys.executable, "-c", check], check=True)
+
+
+def test_a_save_path_that_is_not_utf8_is_refused_in_a_recipe_and_in_the_job(tmp_path, clean_runtime, capsys):
+    """A lone surrogate (bytes that were not UTF-8, as os.fsdecode hands them on) is a problem of the setting:
+    a recipe's ``"\\uDCFF"`` is refused at its place (by the YAML reader already), and the job, handed one by its
+    own configure(), says one line, creates no folder and runs on."""
+    from patchkit.core.errors import RecipeError
+
+    assert problem(SETTING["save_path"], "/tmp/out-\udcff") == \
+        "profiler.save_path is not valid UTF-8: '/tmp/out-\\udcff'"
+    path = tmp_path / "odd.yaml"
+    path.write_text('id: odd\ndescription: d\ntarget: {package: pkg, files: [pkg/m.py]}\n'
+                    'points: [{class: A, method: run, at: method_start}]\nprofiler:\n  save_path: "/tmp/out-\\uDCFF"\n')
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert info.value.render().startswith(f"{path}:6:")
+    out = tmp_path / "out-\udcff"
+    clean_runtime.configure("m", backend="torch", save_path=str(out), wait=0, warmup=0, active=1)
+    for _ in range(3):
+        clean_runtime.step("m")
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[patchkit]")]
+    assert len(said) == 1 and "profiler.save_path is not valid UTF-8" in said[0], said
+    assert not out.exists()

@@ -8,6 +8,7 @@
 - :mod:`.private`: the state folder ($PATCHKIT_HOME), created and checked private (owner, mode, no links).
 - :mod:`.confined`: reading what others wrote: no link followed, no FIFO waited on, no path out, bytes bounded as read.
 - :mod:`.reach`: a folder reached, and a file written in it, through no link another user owns.
+- :mod:`.folders`: ``reach``'s walk with the state folder's rules: nothing another user controls on the way.
 - :mod:`.printable`: text from others' files, escaped for the terminal.
 - :mod:`.manifest`: the record the runtime writes beside each capture, read by everything after it.
 - :mod:`.progress`: how long work says how far it got (bytes copied, nodes answered), for the command line to show.

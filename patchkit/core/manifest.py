@@ -28,8 +28,9 @@ finds captures written from any working directory, and after the recipe is
 reverted.
 
 Standard library only: this runs inside the training process.  Writes are
-atomic (a temporary file in the same folder, then a rename that never
-replaces an existing file).
+atomic (a temporary file in the same folder, then a link that never
+replaces an existing file), into a folder reached without following a link
+another user controls (:func:`write`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import errno
 import json
 import os
 import socket
-import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -111,42 +111,40 @@ def capture_name(trace_name: str) -> str:
 
 
 def write(folder: str, name: str, record: Mapping[str, Any]) -> str:
-    """``folder/name.json`` written atomically; an existing file is never replaced (``name-2.json`` then)."""
-    os.makedirs(folder, exist_ok=True)
+    """``folder/name.json`` written whole; an existing file is never replaced (``name-2.json`` then).
+
+    ``folder`` (a save path's ``patchkit-manifests``) is reached as :mod:`patchkit.core.folders` walks: no link
+    another user controls followed, every folder on the way root's or yours and writable by nobody else (or
+    sticky), the folder itself root's or yours and writable by nobody else; made 0755 where missing.  Raises
+    :class:`patchkit.core.folders.Untrusted` or OSError (the runtime says it in one line)."""
+    from patchkit.core.folders import OWNED, open_folder
+
     data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=".patchkit-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        for n in range(1, 1000):
-            target = os.path.join(folder, f"{name}.json" if n == 1 else f"{name}-{n}.json")
-            try:
-                os.link(tmp, target)  # atomic, and fails where a file is already
-            except FileExistsError:
-                continue
-            return target
-        raise FileExistsError(f"{folder} holds 999 manifests named {name}")
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    folder = os.path.abspath(folder)
+    with open_folder(folder, OWNED, create=True, mode=0o755) as opened:
+        return os.path.join(folder, opened.write(f"{name}.json", data, mode=0o600, replace=False))
 
 
 def note_folder(save_path: str) -> None:
-    """Append ``save_path`` to ``$PATCHKIT_HOME/captures`` once per process (one short O_APPEND write)."""
+    """Append ``save_path`` to ``$PATCHKIT_HOME/captures`` once per process (one short O_APPEND write), in the
+    state folder as :func:`patchkit.core.private.open_state` opens it (refused: :class:`NotPrivate`)."""
     if save_path in _noted:
         return
-    base = home()
-    os.makedirs(base, mode=0o700, exist_ok=True)  # private: see patchkit.core.private
-    fd = os.open(os.path.join(base, INDEX), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
-                 0o600)
-    try:
-        os.write(fd, (save_path + "\n").encode("utf-8", "surrogateescape"))
-    finally:
-        os.close(fd)
+    from patchkit.core import private
+    from patchkit.core.folders import Untrusted
+
+    with private.open_state(create=True) as base:
+        try:
+            fd = base.open(INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
+        except Untrusted as exc:
+            raise private.refuse(exc.path, exc.why, False) from None
+        try:
+            why = private.problem(os.fstat(fd), False)
+            if why is not None:
+                raise private.refuse(base.join(INDEX), why, False)
+            os.write(fd, (save_path + "\n").encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
     _noted.add(save_path)
 
 
@@ -157,9 +155,11 @@ def indexed_folders() -> List[str]:
     """
     from patchkit.core import private
 
-    if not private.check(home(), folder=True):
+    base = private.open_state()
+    if base is None:
         return []
-    data = private.read(os.path.join(home(), INDEX), INDEX_LIMIT)
+    with base:
+        data = private.read(base, INDEX, INDEX_LIMIT)
     lines = (data or b"").decode("utf-8", "surrogateescape").splitlines()
     seen: Dict[str, None] = {}
     for line in lines:

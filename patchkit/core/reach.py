@@ -22,6 +22,11 @@ and the write.  So:
 * :func:`explain` turns any ``OSError`` of these into what went wrong, at
   which path, and what to do.
 
+:class:`Rules` adds checks to the walk, made on each open descriptor: the
+state folder's (:mod:`patchkit.core.folders`) also require every folder on
+the way to be root's or yours and writable by nobody else (or sticky), and
+a link's folder to be writable by nobody else.
+
 Standard library only.
 """
 
@@ -30,7 +35,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from patchkit.core.confined import Refused
 
@@ -54,22 +59,38 @@ class Dangling(FileNotFoundError):
     """A link (one you or root own) on the way to a folder leads to nothing."""
 
 
-def folder(path: str, create: bool = False, new: bool = False) -> int:
+class Rules:
+    """What a walk requires beyond what :func:`folder` always does (a link followed only when you or root own it):
+    nothing, for ``collect``'s DEST and ``diff -o``.  A method raises :class:`Refused` for what it refuses."""
+
+    mode: Optional[int] = None  # of a folder the walk makes: None, 0o777 less the umask; else exactly this
+
+    def folder(self, st: os.stat_result, shown: str, last: bool) -> None:
+        """A folder reached (``fstat`` of its open descriptor); ``last``: the one asked for, not one on the way."""
+
+    def link(self, st: os.stat_result, holder: os.stat_result, shown: str) -> None:
+        """A link about to be followed (its ``lstat``), in the folder ``holder`` (``fstat`` of its descriptor)."""
+
+
+def folder(path: str, create: bool = False, new: bool = False, rules: Optional[Rules] = None) -> int:
     """A descriptor of the folder ``path`` (close it), reached as the module says; OSError (or Refused) if not.
 
     ``create``: the folders of ``path`` that are missing are made (never one a link leads to).
     ``new``: its last folder must be made now (FileExistsError when something is already there).
+    ``rules``: checks made on each folder and link on the way (:class:`Rules`).
     """
+    rules = rules or Rules()
     todo: List[Tuple[str, str]] = [(n, "") for n in _names(path)]  # (name, the link it came from; "": path's own)
     fd = os.open("/" if path.startswith("/") else ".", _DIRECTORY)
     here, links = "/" if path.startswith("/") else "", 0
     try:
+        rules.folder(os.fstat(fd), here or ".", not todo)
         while todo:
             name, link = todo.pop(0)
             shown = os.path.join(here, name) if here else name
             try:
                 fd, here, links = _step(fd, name, link, shown, todo, links, create, new and not link and
-                                        not any(not other for _n, other in todo))
+                                        not any(not other for _n, other in todo), rules)
             except OSError as exc:
                 if exc.filename != name:  # one of ours, naming its path already
                     raise
@@ -81,9 +102,10 @@ def folder(path: str, create: bool = False, new: bool = False) -> int:
 
 
 def _step(fd: int, name: str, link: str, shown: str, todo: List[Tuple[str, str]], links: int, create: bool,
-          new: bool) -> Tuple[int, str, int]:
+          new: bool, rules: Rules) -> Tuple[int, str, int]:
     """One name of the walk: (the folder's descriptor, its path, the links followed so far); a link's target is put
     in front of ``todo``.  ``new``: this is the last folder, which must be made now."""
+    made = False
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if new:
@@ -94,7 +116,8 @@ def _step(fd: int, name: str, link: str, shown: str, todo: List[Tuple[str, str]]
         if not create:
             raise FileNotFoundError(errno.ENOENT, "does not exist", shown) from None
         try:
-            os.mkdir(name, 0o777, dir_fd=fd)
+            os.mkdir(name, 0o777 if rules.mode is None else rules.mode, dir_fd=fd)
+            made = True
         except FileExistsError:
             if new:
                 raise FileExistsError(errno.EEXIST, "appeared while patchkit was making it", shown) from None
@@ -105,6 +128,7 @@ def _step(fd: int, name: str, link: str, shown: str, todo: List[Tuple[str, str]]
                                        "or root: never followed", shown)
         if links >= MAX_LINKS:
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
+        rules.link(st, os.fstat(fd), shown)
         target = os.readlink(name, dir_fd=fd)
         here = os.path.dirname(shown) or ""
         if target.startswith("/"):
@@ -113,6 +137,15 @@ def _step(fd: int, name: str, link: str, shown: str, todo: List[Tuple[str, str]]
         todo[:0] = [(n, link or shown) for n in _names(target)]
         return fd, here, links + 1
     inner = os.open(name, _DIRECTORY, dir_fd=fd)  # ENOTDIR for a file; ELOOP if a link took its place meanwhile
+    try:
+        st = os.fstat(inner)
+        if made and rules.mode is not None and st.st_uid == os.geteuid():
+            os.fchmod(inner, rules.mode)  # just made, and ours: the mode asked for, whatever the umask
+            st = os.fstat(inner)
+        rules.folder(st, shown, not todo)
+    except BaseException:
+        os.close(inner)
+        raise
     os.close(fd)
     return inner, shown, links
 
@@ -137,7 +170,10 @@ def write_file(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def _write(fd: int, name: str, path: str, data: bytes) -> None:
+def _write(fd: int, name: str, path: str, data: bytes, mode: Optional[int] = None, replace: bool = True) -> str:
+    """``name`` in the folder ``fd`` written whole; returns the name written.  ``mode``: exactly this mode (else
+    0o666 less the umask).  ``replace`` False: never over an existing file: ``name-2`` (before its ending) and so on.
+    """
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -148,9 +184,12 @@ def _write(fd: int, name: str, path: str, data: bytes) -> None:
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise Refused(errno.EINVAL, "is not a regular file: never written over", path)
     tmp = f".{name[:80]}.{os.getpid()}-{os.urandom(4).hex()}.patchkit-tmp"
-    out = os.open(tmp, _NEW, 0o666, dir_fd=fd)
+    out = os.open(tmp, _NEW, 0o666 if mode is None else mode, dir_fd=fd)
+    done = False
     try:
         made = os.fstat(out)
+        if mode is not None:
+            os.fchmod(out, mode)
         with os.fdopen(out, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -159,13 +198,29 @@ def _write(fd: int, name: str, path: str, data: bytes) -> None:
         if (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino):
             raise Refused(errno.EBUSY, "was being written when another file took its temporary name: nothing was "
                                        "written", path)
-        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-    except BaseException:
+        if replace:
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            done = True
+            return name
+        return _link_new(fd, tmp, name, path)
+    finally:
+        if not done:  # failed, or linked under its own name: the temporary name goes
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except OSError:
+                pass
+
+
+def _link_new(fd: int, tmp: str, name: str, path: str) -> str:
+    stem, dot, ending = name.rpartition(".") if "." in name.lstrip(".") else (name, "", "")
+    for n in range(1, 1000):
+        target = name if n == 1 else f"{stem}-{n}{dot}{ending}"
         try:
-            os.unlink(tmp, dir_fd=fd)
-        except OSError:
-            pass
-        raise
+            os.link(tmp, target, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)  # fails where a name is
+        except FileExistsError:
+            continue
+        return target
+    raise FileExistsError(errno.EEXIST, f"holds 999 files named as {name}", path)
 
 
 def explain(exc: OSError, path: str) -> Tuple[str, str]:

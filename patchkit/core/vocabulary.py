@@ -138,6 +138,11 @@ def problem(setting: Setting, value: Any) -> Optional[str]:
     elif kind == PATH:
         if not isinstance(value, str) or not value.strip():
             return f"{key} must be a non-empty path; got {value!r}"
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: bytes that were not UTF-8, as os.fsdecode hands them on
+                return f"{key} is not valid UTF-8: {value!r}"
     elif kind == RANKS:
         if value != "all" and not (isinstance(value, (list, tuple)) and all(_is_int(r) and r >= 0 for r in value)):
             return f"{key} must be 'all' or a list of ranks like [0, 1]; got {value!r}"

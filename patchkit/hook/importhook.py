@@ -110,7 +110,10 @@ class PatchedLoader(importlib.abc.Loader):
         try:
             data, how = runcache.read(path), "cached"
         except FileNotFoundError:  # this node has no cache yet: the engine, once
-            data, how = runcache.rebuild(self.spec, self.name, source, path, expected).encode("utf-8"), "rebuilt"
+            text, notes = runcache.rebuild(self.spec, self.name, source, path, expected)
+            data, how = text.encode("utf-8"), "rebuilt"
+            for note in notes:
+                _say(("rebuilt", origin), f"{origin}: {note}")
         if hashlib.sha256(data).hexdigest() != expected:
             _say(("mismatch", origin), f"{origin}: the {how} patched text ({path}) is not the one `patchkit run` "
                                        "planned (its sha256 differs); it is not executed, the module runs "

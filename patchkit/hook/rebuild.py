@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional
 from patchkit.core.model import Applied
 from patchkit.engine.codemod import transform
 from patchkit.engine.marks import decode
-from patchkit.hook.runcache import text_sha256, write
+from patchkit.hook.runcache import NOTE, text_sha256, write
 from patchkit.recipe.load import parse_recipe
 from patchkit.recipe.yamlpos import load
 
@@ -28,7 +28,9 @@ def build(spec: Dict[str, Any], name: str, source: bytes, path: str, expected: O
     """The patched text of module ``name`` from its ``source``, made with the engine and stored at ``path``.
 
     With ``expected`` (the sha256 the planning process recorded), a text that is not that one is returned
-    but not stored: the caller refuses it, and no later process reads it from the cache.
+    but not stored: the caller refuses it, and no later process reads it from the cache.  A text that cannot
+    be stored (a state folder another user owns or reaches, a full disk) is returned all the same, with one
+    line on stderr for the job to say: it is the planned text, only every process rebuilds it.
     """
     data, marks = load(spec["recipe"], spec["path"])
     settings = parse_recipe(data, marks, spec["path"], spec["overrides"])
@@ -38,7 +40,13 @@ def build(spec: Dict[str, Any], name: str, source: bytes, path: str, expected: O
     if not isinstance(result, Applied):
         raise RuntimeError(f"the recipe does not apply to {name} here: {getattr(result, 'reason', 'already applied')}")
     if expected is None or text_sha256(result.text) == expected:
-        write(path, result.text)
+        try:
+            write(path, result.text)
+        except Exception as exc:  # noqa: BLE001 - the text is good; only the cache is out of reach
+            from patchkit.runtime.process import reason
+
+            sys.stderr.write(f"{NOTE}its patched text is used but not stored in the run cache ({reason(exc)}); "
+                             "each process of this node rebuilds it\n")
     return result.text
 
 

@@ -3,6 +3,10 @@
 ``$PATCHKIT_HOME/run-cache/<source sha256>-<recipe key>.py``, written
 atomically by `patchkit run` (or, on a node without it, by the first process
 that imports the module: :func:`rebuild`, in a process of its own) and read by every later process.
+It is written only into a state folder opened as
+:func:`patchkit.core.private.open_state` opens it (yours, reached through no
+link another user controls); a job whose state folder is refused uses the
+text it rebuilt without storing it, and says so once.
 An entry is data, not trusted code: the import hook executes it only when
 its sha256 is the one the planning process recorded (:func:`text_sha256`).
 
@@ -14,12 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
-from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 CACHE = "run-cache"
 MAX_BYTES = 64 * 1024 * 1024  # a patched module is a few hundred KiB at most; anything far larger is not ours
+NOTE = "patchkit-rebuild: "  # how the rebuilding process marks a line of its stderr for the job to say
 
 
 def cache_dir() -> str:
@@ -50,9 +53,11 @@ def read(path: str) -> bytes:
         return handle.read(MAX_BYTES + 1)
 
 
-def rebuild(spec: Dict[str, Any], name: str, source: bytes, path: str, expected: Optional[str] = None) -> str:
+def rebuild(spec: Dict[str, Any], name: str, source: bytes, path: str,
+            expected: Optional[str] = None) -> Tuple[str, List[str]]:
     """The patched text of module ``name``, made by ``python -m patchkit.hook.rebuild`` in a process of its own
-    (which stores it at ``path`` when its sha256 is ``expected``): the engine never loads in the job's process."""
+    (which stores it at ``path`` when its sha256 is ``expected``): the engine never loads in the job's process.
+    With it, what that process had to say (that the text could not be stored, say), one line each."""
     import base64
     import json
     import subprocess
@@ -66,19 +71,18 @@ def rebuild(spec: Dict[str, Any], name: str, source: bytes, path: str, expected:
     if done.returncode != 0:
         lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise RuntimeError(f"rebuilding its patched text failed: {lines[-1] if lines else done.returncode}")
-    return done.stdout.decode("utf-8")
+    notes = [ln for ln in done.stderr.decode("utf-8", "replace").splitlines() if ln.startswith(NOTE)]
+    return done.stdout.decode("utf-8"), [ln[len(NOTE):] for ln in notes]
+
 
 
 def write(path: str, text: str) -> None:
-    """Atomically: a reader never sees half a file, and two processes writing the same entry both succeed."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.core.private)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".py")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """The entry ``path`` (in :func:`cache_dir`) written whole (0600): a reader never sees half a file, and two
+    processes writing the same entry both succeed.  A refused state folder (another user's) raises
+    :class:`patchkit.core.private.NotPrivate`; a full disk, say, a located error: nothing of the entry is left."""
+    from patchkit.core import private  # standard library only
+
+    if os.path.dirname(os.path.abspath(path)) != os.path.abspath(cache_dir()):
+        raise ValueError(f"{path} is not an entry of the run cache {cache_dir()}")
+    with private.open_state(CACHE, create=True) as folder:
+        private.write(folder, os.path.basename(path), text.encode("utf-8"))

@@ -40,23 +40,21 @@ def entries() -> List[Entry]:
         return kept
     out = [_read(p) for p in paths]
     try:
-        private.ensure(str(cache.parent))
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), private.FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"key": key, "entries": [list(e) for e in out]}))
-        os.replace(tmp, cache)
-    except (OSError, LedgerError):
-        pass  # a read-only or refused home: the next command reads the recipes again
+        with private.open_state(base=str(cache.parent), create=True) as folder:
+            private.write(folder, cache.name, json.dumps({"key": key, "entries": [list(e) for e in out]}).encode())
+    except LedgerError:
+        pass  # a full, read-only or refused home: the next command reads the recipes again
     return out
 
 
 def _kept(cache: Path, key: list) -> Optional[List[Entry]]:
     """The cached entries when the cache is private (see :mod:`patchkit.core.private`) and of these recipe files."""
     try:
-        if not private.check(str(cache.parent), folder=True):
+        folder = private.open_state(base=str(cache.parent))
+        if folder is None:
             return None
-        kept = json.loads(private.read(str(cache), CACHE_LIMIT) or b"null")
+        with folder:
+            kept = json.loads(private.read(folder, cache.name, CACHE_LIMIT) or b"null")
         if kept.get("key") != key:
             return None
         out = [Entry(*map(str, e[:5]), tuple(map(str, e[5]))) for e in kept["entries"]]

@@ -66,6 +66,12 @@ def _value(text: str, raw: str) -> Any:
     if not raw.strip():
         return ""
     try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:  # bytes os.fsdecode could not read as UTF-8 (argv, the environment)
+        raise OverrideError(f"{shorten(text)}: the value is not valid UTF-8", Location("<command line>"),
+                            "patchkit writes values into Python source and JSON, which hold text: use a name whose "
+                            "bytes are UTF-8 (rename the folder, or reach it through a link named in UTF-8)") from None
+    try:
         value, _ = load(raw, "<command line>")
     except RecipeError as exc:
         syntax = exc.message.startswith(("YAML syntax error", "not a YAML document"))

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from patchkit.runtime.process import fail, lock, retire, say, strict
+from patchkit.runtime.process import fail, lock, reason, retire, say, strict
 
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = 0, 1, 2, 3
 
@@ -295,7 +295,7 @@ def _write_manifest(cap, first, last, traces, why, failed=()):
                                       getattr(cap, "window_started", None), traces, why.replace(" at ", "", 1),
                                       failed=failed)
     except Exception as exc:
-        say(f"{cap.key}: the capture's manifest was not written: {type(exc).__name__}: {exc}")
+        say(f"{cap.key}: the capture's manifest was not written: {reason(exc)}")
         if strict():
             raise
         return False
@@ -304,7 +304,7 @@ def _write_manifest(cap, first, last, traces, why, failed=()):
         manifest.note_folder(folder)
     except Exception as exc:
         say(f"{cap.key}: the capture's manifest {path} was written, but patchkit's list of capture folders could "
-            f"not be updated ({type(exc).__name__}: {exc}); `patchkit traces {folder}` finds it")
+            f"not be updated ({reason(exc)}); `patchkit traces {folder}` finds it")
         if strict():
             raise
     return True

@@ -28,7 +28,7 @@ import threading
 import time
 
 from patchkit.runtime import requests as ondemand
-from patchkit.runtime.process import captures, finished, lock, once, say
+from patchkit.runtime.process import captures, finished, lock, once, reason, say
 
 pending = {}  # key -> (request id, steps asked), set by the watcher, taken by the next start of the key
 _entries = {}  # key -> its registration
@@ -51,7 +51,13 @@ def take(key):
 def park(key, rank):
     """``key`` waits for a request: registered (once), watched, its steps returning at once."""
     if key not in _entries:
-        _entries[key] = ondemand.register(key, rank)
+        try:
+            _entries[key] = ondemand.register(key, rank)
+        except Exception as exc:  # a refused state folder (another user's), a full disk: no capture on demand
+            finished.add(key)
+            once((key, "manual"), f"{key}: `patchkit capture` cannot reach this process, so nothing is recorded "
+                 f"(schedule.trigger manual): its registration was not written: {reason(exc)}")
+            return
         once((key, "manual"), f"{key}: waiting for `patchkit capture {key.partition('/')[0]}` "
              "(schedule.trigger manual); nothing is recorded until then")
         _start()
@@ -64,7 +70,7 @@ def answerer(key, request_id):
         try:
             ondemand.answer(request_id, key, first=first, last=last, traces=list(traces), error=error)
         except Exception as exc:  # a full disk, a removed home: the job goes on
-            once((key, "answer"), f"{key}: could not write the answer to `patchkit capture`: {exc}")
+            once((key, "answer"), f"{key}: could not write the answer to `patchkit capture`: {reason(exc)}")
     return answer
 
 
@@ -87,9 +93,12 @@ def _watch():
         time.sleep(poll_interval())
         try:
             poll()
-        except Exception as exc:
-            once(("ondemand", "poll"), f"reading capture requests failed ({type(exc).__name__}: {exc}); "
-                 "will keep trying")
+        except Exception as exc:  # pragma: no cover - poll() says its own failures; the thread never ends
+            _poll_failed(exc)
+
+
+def _poll_failed(exc):
+    once(("ondemand", "poll"), f"reading capture requests failed ({reason(exc)}); will keep trying")
 
 
 def check_request(data, file_name):
@@ -113,33 +122,41 @@ def check_request(data, file_name):
 
 
 def requests(refused=None):
-    """The well-formed requests; each refused file is added to the list ``refused`` as (path, why)."""
-    folder, out = os.path.join(ondemand.home(), ondemand.REQUESTS), []
-    for name in ondemand.json_names(folder):
-        path = os.path.join(folder, name)
-        try:
-            data, why = ondemand.read_file(path, private=True)
-        except FileNotFoundError:  # withdrawn since the listing
-            continue
-        why = why or check_request(data, name)
-        if why:
-            if refused is not None:
-                refused.append((path, why))
-            continue
-        data["file"] = path
-        out.append(data)
+    """The well-formed requests; each refused file is added to the list ``refused`` as (path, why).
+    A state folder that is refused (another user's, or reached through their link) raises: nothing is read."""
+    folder, out = ondemand.state_folder(ondemand.REQUESTS), []
+    if folder is None:
+        return out
+    with folder:
+        for name in ondemand.json_names(folder):
+            path = folder.join(name)
+            try:
+                data, why = ondemand.read_file(name, private=True, folder=folder)
+            except FileNotFoundError:  # withdrawn since the listing
+                continue
+            why = why or check_request(data, name)
+            if why:
+                if refused is not None:
+                    refused.append((path, why))
+                continue
+            data["file"] = path
+            out.append(data)
     return out
 
 
 def poll():
     """Act on the requests that ask this process and that it has not seen yet; say once why a file is ignored."""
     refused = []
-    for request in requests(refused):
+    try:
+        found = requests(refused)
+    except Exception as exc:  # a state folder refused (another user's), a requests/ that is not a folder
+        _poll_failed(exc)
+        return
+    for request in found:
         try:
             _act(request)
         except Exception as exc:  # one request gone wrong keeps no other from being taken
-            once(("request", request["file"]), f"capture request {request['file']!r} failed "
-                 f"({type(exc).__name__}: {exc})")
+            once(("request", request["file"]), f"capture request {request['file']!r} failed ({reason(exc)})")
     for path, why in refused:
         once(("request", path), f"ignoring the capture request {path!r}: {why}")
 

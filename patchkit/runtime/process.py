@@ -46,6 +46,17 @@ def say(msg):
         pass
 
 
+def reason(exc):
+    """``exc`` in one line: a located error (a refused state folder or folder on the way) with its place, else
+    ``Type: message``."""
+    where = getattr(exc, "where", None)
+    if where or getattr(exc, "located", False):
+        text = f"{where}: {exc}" if where else str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text.strip().splitlines()[0]
+
+
 def once(topic, msg):
     if topic not in said:
         said.add(topic)
@@ -117,7 +128,6 @@ def fail(key, what, exc):
                 except Exception:
                     pass
         retire(key, cap)
-    detail = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else type(exc).__name__
-    say(f"{key}: {what}: {detail}; not profiling {key} in this process, the job runs on")
+    say(f"{key}: {what}: {reason(exc)}; not profiling {key} in this process, the job runs on")
     if strict():
         raise exc

@@ -7,16 +7,18 @@ Under ``$PATCHKIT_HOME`` (each node its own)::
     requests/<id>.json                      what `patchkit capture` asks: recipe, steps, ranks, role, time
     answers/<id>/<host>_<pid>_<key>.json    what a process recorded for that request: steps, traces, error
 
-Every file is written whole (a temporary file, then a rename).  A request
-is taken only by processes registered before it was made, and each process
-takes each request once.  Standard library only: the patched process reads
+Every file is written whole (a temporary file, then a rename), in a folder
+opened as :func:`patchkit.core.private.open_state` opens the state folder:
+reached without following a link another user controls, owned by this
+process's user and writable by nobody else, no link inside followed.  A
+request is taken only by processes registered before it was made, and each
+process takes each request once.  Standard library only: the patched process reads
 these from a daemon thread (:mod:`patchkit.runtime.ondemand`).
 
 Nothing read here is trusted (the job may run as root): a file is read only
 if plain (no link followed) and small (:data:`MAX_FILE_BYTES`); a request
 id is a plain name (:data:`ID_PATTERN`, no ``..``); steps are bounded by
-:data:`MAX_STEPS`; an answer is written only inside ``answers/``, its
-resolved path checked too.  What a process takes as a request: see
+:data:`MAX_STEPS`; an answer is written only inside ``answers/``.  What a process takes as a request: see
 :func:`patchkit.runtime.ondemand.requests`.
 """
 
@@ -28,12 +30,12 @@ import os
 import re
 import socket
 import stat
-import tempfile
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
+    from patchkit.core.folders import Folder
     from patchkit.core.progress import Progress
 
 PROCESSES, REQUESTS, ANSWERS = "processes", "requests", "answers"
@@ -72,41 +74,42 @@ def home() -> str:
     return patchkit_home()
 
 
-def _path(*parts: str) -> str:
-    return os.path.join(home(), *parts)
-
-
 def _safe(key: str) -> str:
     return key.replace("/", ".")
 
 
-def write_json(path: str, data: Dict[str, Any]) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.core.private)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def state_folder(*names: str, create: bool = False) -> Optional[Folder]:
+    """The folder ``names`` lead to in the state folder, opened and checked (None: missing and not made); refused
+    (:class:`patchkit.core.private.NotPrivate`) when another user owns, can write or redirects it."""
+    from patchkit.core.private import open_state  # standard library only
+
+    return open_state(*names, create=create)
 
 
-def read_file(path: str, private: bool = False) -> Tuple[Optional[Any], str]:
-    """``(data, "")`` from the JSON file at ``path``, or ``(None, why it is refused)``.
+def write_json(where: Sequence[str], name: str, data: Dict[str, Any]) -> str:
+    """``name`` in the state folder's ``where`` (made 0700 where missing), written whole (0600); its path.
+    A full disk, say, is a located error (:func:`patchkit.core.private.write`), and nothing of the file is left."""
+    from patchkit.core.private import write
+
+    with state_folder(*where, create=True) as folder:
+        write(folder, name, json.dumps(data).encode("utf-8"))
+        return folder.join(name)
+
+
+def read_file(path: str, private: bool = False, folder: Optional[Folder] = None) -> Tuple[Optional[Any], str]:
+    """``(data, "")`` from the JSON file at ``path`` (a name in ``folder`` when given), or ``(None, why)``.
 
     A plain file only (a link is not followed, a FIFO cannot block), at most :data:`MAX_FILE_BYTES`; with
     ``private``, also owned by this process's user and writable by nobody else.  FileNotFoundError when the
     file is gone (withdrawn between listing and reading: nothing to say).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0),
+                     dir_fd=None if folder is None else folder.fd)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        if os.path.islink(path):
+        if os.path.islink(path if folder is None else folder.join(path)):
             return None, "it is a symbolic link (not followed)"
         return None, f"it cannot be opened ({exc.strerror})"
     with os.fdopen(fd, "rb") as handle:
@@ -128,24 +131,35 @@ def read_file(path: str, private: bool = False) -> Tuple[Optional[Any], str]:
         return None, f"it is not valid JSON ({type(exc).__name__}: {str(exc)[:80]})"
 
 
-def json_names(folder: str) -> List[str]:
-    try:
-        return sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
-    except OSError:  # no folder yet, or not a folder
-        return []
+def json_names(folder: Folder) -> List[str]:
+    return sorted(n for n in folder.names() if n.endswith(".json") and not n.startswith("."))
 
 
-def _read_all(folder: str) -> List[Dict[str, Any]]:
-    out = []
-    for name in json_names(folder):
-        try:
-            data, _why = read_file(os.path.join(folder, name))
-        except FileNotFoundError:
-            continue
-        if isinstance(data, dict):  # else refused, or not ours
-            data["file"] = os.path.join(folder, name)
-            out.append(data)
+def _read_all(*where: str) -> List[Dict[str, Any]]:
+    folder, out = state_folder(*where), []
+    if folder is None:  # none yet
+        return out
+    with folder:
+        for name in json_names(folder):
+            try:
+                data, _why = read_file(name, folder=folder)
+            except FileNotFoundError:
+                continue
+            if isinstance(data, dict):  # else refused, or not ours
+                data["file"] = folder.join(name)
+                out.append(data)
     return out
+
+
+def _remove(*where: str) -> None:
+    """The file ``where`` names in the state folder, removed if it is there (nothing said: it is over)."""
+    try:
+        folder = state_folder(*where[:-1])
+        if folder is not None:
+            with folder:
+                folder.unlink(where[-1])
+    except Exception:  # noqa: BLE001 - gone already, or a state folder that is refused elsewhere
+        pass
 
 
 # ---------------------------------------------------------------- in the patched process
@@ -156,15 +170,12 @@ def register(key: str, rank: int, pid: Optional[int] = None) -> Dict[str, Any]:
     host = socket.gethostname()
     entry = {"pid": pid, "host": host, "recipe": key.partition("/")[0], "key": key, "role": key.partition("/")[2],
              "rank": rank, "time": time.time()}
-    write_json(_path(PROCESSES, f"{host}_{pid}_{_safe(key)}.json"), entry)
+    write_json((PROCESSES,), f"{host}_{pid}_{_safe(key)}.json", entry)
     return entry
 
 
 def unregister(key: str) -> None:
-    try:
-        os.unlink(_path(PROCESSES, f"{socket.gethostname()}_{os.getpid()}_{_safe(key)}.json"))
-    except OSError:
-        pass
+    _remove(PROCESSES, f"{socket.gethostname()}_{os.getpid()}_{_safe(key)}.json")
 
 
 def matches(request: Dict[str, Any], entry: Dict[str, Any]) -> bool:
@@ -177,20 +188,9 @@ def matches(request: Dict[str, Any], entry: Dict[str, Any]) -> bool:
     return not ranks or entry["rank"] in ranks
 
 
-def answer_folder(request_id: str) -> str:
-    """``answers/<request_id>``, made if need be; ValueError unless the id is plain and the folder, resolved,
-    is that very folder of the resolved home (no link in its place, or in place of ``answers/``, is followed)."""
-    folder = _path(ANSWERS, _plain_id(request_id))
-    os.makedirs(folder, mode=0o700, exist_ok=True)  # inside the private state folder (patchkit.core.private)
-    if os.path.realpath(folder) != os.path.join(os.path.realpath(home()), ANSWERS, request_id):
-        raise ValueError(f"{folder} leads to {os.path.realpath(folder)}, outside {_path(ANSWERS)}; "
-                         "no answer is written there")
-    return folder
-
-
 def answer(request_id: str, key: str, **result: Any) -> None:
     data = {"pid": os.getpid(), "host": socket.gethostname(), "key": key, "time": time.time(), **result}
-    write_json(os.path.join(answer_folder(request_id), f"{data['host']}_{data['pid']}_{_safe(key)}.json"), data)
+    write_json((ANSWERS, _plain_id(request_id)), f"{data['host']}_{data['pid']}_{_safe(key)}.json", data)
 
 
 # ---------------------------------------------------------------- in `patchkit capture`
@@ -210,14 +210,11 @@ def registered(recipe: str, ranks: Sequence[int] = (), role: str = "") -> List[D
     """The living processes of ``recipe`` here that such a request would ask; the files of dead ones are removed."""
     host = socket.gethostname()
     out = []
-    for entry in _read_all(_path(PROCESSES)):
+    for entry in _read_all(PROCESSES):
         if not _registration(entry):
             continue  # not one `register` wrote
         if entry.get("host") == host and not alive(entry["pid"]):
-            try:
-                os.unlink(entry["file"])
-            except OSError:
-                pass
+            _remove(PROCESSES, os.path.basename(entry["file"]))
             continue
         if matches({"recipe": recipe, "ranks": list(ranks), "role": role, "time": entry.get("time", 0)}, entry):
             out.append(entry)
@@ -236,21 +233,18 @@ def ask(recipe: str, steps: int, ranks: Sequence[int] = (), role: str = "") -> D
         raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS}")  # (no repr: 5000 digits raise)
     request = {"id": f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}", "recipe": recipe, "steps": steps,
                "ranks": list(ranks), "role": role, "time": time.time()}
-    write_json(_path(REQUESTS, f"{request['id']}.json"), request)
+    write_json((REQUESTS,), f"{request['id']}.json", request)
     return request
 
 
 def answers(request_id: str) -> Dict[str, Dict[str, Any]]:
     """``host_pid_key`` -> the answer written for the request."""
-    return {os.path.basename(a["file"])[:-5]: a for a in _read_all(_path(ANSWERS, _plain_id(request_id)))}
+    return {os.path.basename(a["file"])[:-5]: a for a in _read_all(ANSWERS, _plain_id(request_id))}
 
 
 def withdraw(request_id: str) -> None:
     """The request is over: no process takes it any more (its answers stay, for the record)."""
-    try:
-        os.unlink(_path(REQUESTS, f"{_plain_id(request_id)}.json"))
-    except OSError:
-        pass
+    _remove(REQUESTS, f"{_plain_id(request_id)}.json")
 
 
 def name(entry: Dict[str, Any]) -> str:

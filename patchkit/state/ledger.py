@@ -27,7 +27,8 @@ from typing import Dict, Iterable, Iterator, Optional, Set
 from patchkit.state import ledger_format
 from patchkit.core import private
 from patchkit.core.errors import LedgerError, Location, TargetError
-from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, atomic_write, hold, read_target, write_source
+from patchkit.core.folders import Folder, Untrusted
+from patchkit.state.targetfile import LOCK_TIMEOUT, Changed, hold, read_target, write_source
 
 BACKUP_LIMIT = 256 * 1024 * 1024  # bytes; the largest target file is under 1 MB
 
@@ -101,8 +102,10 @@ class Ledger:
     def load(self) -> "Ledger":
         """Read the records, after checking the state folder and the ledger are private (see :mod:`patchkit.core.private`)."""
         raw = None
-        if private.check(str(self.home), folder=True):
-            raw = private.read(str(self.path), ledger_format.LIMIT)
+        folder = self._folder()
+        if folder is not None:
+            with folder:
+                raw = private.read(folder, self.path.name, ledger_format.LIMIT)
         if raw is None:
             self.files, self.pending = {}, None
             return self
@@ -115,16 +118,20 @@ class Ledger:
         data = {"format": ledger_format.FORMAT, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
         if self.pending:
             data["pending"] = self.pending
-        private.ensure(str(self.home))
-        atomic_write(self.path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-                     mode=private.FILE_MODE)
+        with self._folder(create=True) as folder:
+            private.write(folder, self.path.name, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                          "cannot save the ledger")
+
+    def _folder(self, *names: str, create: bool = False) -> Optional[Folder]:
+        """The state folder (or ``backups`` in it), open and checked (:func:`patchkit.core.private.open_state`)."""
+        return private.open_state(*names, base=str(self.home), create=create)
 
     # ------------------------------------------------------------ backups
     def backup(self, data: bytes) -> str:
         digest = sha256(data)
         if self.read_backup(digest) is None:
-            private.ensure(str(self.backups))
-            atomic_write(self.backups / digest, data, mode=private.FILE_MODE)
+            with self._folder(self.backups.name, create=True) as folder:
+                private.write(folder, digest, data, "cannot save the backup of a file's bytes")
         return digest
 
     def drop_unused_backups(self, candidates: Iterable[str]) -> None:
@@ -138,10 +145,14 @@ class Ledger:
         if self.pending:
             return
         wanted = {rec.original_sha256 for rec in self.files.values()}
-        for name in set(candidates) - wanted:
-            if len(name) == 64 and all(c in "0123456789abcdef" for c in name):
+        gone = [n for n in set(candidates) - wanted if len(n) == 64 and all(c in "0123456789abcdef" for c in n)]
+        folder = self._folder(self.backups.name) if gone else None
+        if folder is None:
+            return
+        with folder:
+            for name in gone:
                 with contextlib.suppress(OSError):
-                    (self.backups / name).unlink()
+                    folder.unlink(name)
 
     def _named(self, records: Dict[str, Optional[dict]]) -> Set[str]:
         """The backups named by the journal and by ``records`` (as saved in it) and the records in memory."""
@@ -151,9 +162,11 @@ class Ledger:
 
     def read_backup(self, digest: str) -> Optional[bytes]:
         """The backup's bytes, or None when it is missing or not those bytes; refused when it is not private."""
-        if not private.check(str(self.backups), folder=True):
+        folder = self._folder(self.backups.name)
+        if folder is None:
             return None
-        data = private.read(str(self.backups / digest), BACKUP_LIMIT)
+        with folder:
+            data = private.read(folder, digest, BACKUP_LIMIT)
         return data if data is not None and sha256(data) == digest else None
 
     # ------------------------------------------------------------ lock
@@ -161,12 +174,14 @@ class Ledger:
     def locked(self, timeout: float = LOCK_TIMEOUT, recover: bool = True) -> Iterator["Ledger"]:
         """Hold the state folder's lock and read the ledger; ``recover`` also puts back a change a dead
         process left half-written (apply and revert do; a command that only reads reports it instead)."""
-        private.ensure(str(self.home))
         lock = str(self.home / "lock")
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), private.FILE_MODE)
-        except OSError as exc:
-            raise private.refuse(lock, f"cannot be opened ({exc.strerror})", False) from None
+        with self._folder(create=True) as folder:
+            try:
+                fd = folder.open("lock", os.O_RDWR | os.O_CREAT, private.FILE_MODE)
+            except Untrusted as exc:
+                raise private.refuse(lock, exc.why, False) from None
+            except OSError as exc:
+                raise private.unwritable(lock, exc, "cannot open the state folder's lock") from None
         try:
             why = private.problem(os.fstat(fd), False)
             if why is not None:
@@ -181,12 +196,20 @@ class Ledger:
 
     # ------------------------------------------------------------ transactions
     def commit(self, writes, records_before: Dict[str, Optional[dict]]) -> None:
-        """Write ``(path, old_bytes, new_bytes)`` triples all or nothing; the records are already updated."""
-        self.pending = {
-            "files": [{"path": str(p), "old": self.backup(old), "new": sha256(new)} for p, old, new in writes],
-            "records": records_before,
-        }
-        self.save()
+        """Write ``(path, old_bytes, new_bytes)`` triples all or nothing; the records are already updated.
+
+        A state folder that cannot take the backups or the journal (full, say): nothing is written.  One that
+        cannot take the ledger saying the files are written: they are put back before the error."""
+        try:
+            self.pending = {
+                "files": [{"path": str(p), "old": self.backup(old), "new": sha256(new)} for p, old, new in writes],
+                "records": records_before,
+            }
+            self.save()
+        except LedgerError as exc:
+            self.pending = None
+            self.restore_records(records_before)
+            raise _said(exc, "no file was changed")
         named = self._named(records_before)
         pause = float(os.environ.get("PATCHKIT_TEST_SLOW_WRITE", "0") or 0)
         try:
@@ -198,12 +221,17 @@ class Ledger:
             self.recover()  # the files written before it are put back; the caller may plan again
             raise
         except OSError as exc:
-            self.recover()
+            self._put_back_now()
             raise LedgerError(f"writing failed: {exc.strerror or exc}; every file was put back",
                               Location(str(exc.filename or path)),
                               "check disk space and permissions, then run the command again") from None
-        self.pending = None
-        self.save()
+        journal, self.pending = self.pending, None
+        try:
+            self.save()
+        except LedgerError as exc:
+            self.pending = journal
+            self._put_back_now()
+            raise _said(exc, "the change could not be recorded, so every file was put back")
         self.drop_unused_backups(named)
 
     def restore_records(self, records_before: Dict[str, Optional[dict]]) -> None:
@@ -214,8 +242,18 @@ class Ledger:
             else:
                 self.files[key] = FileRecord.from_json(dict(record))
 
+    def _put_back_now(self) -> None:
+        """Undo this command's own change (a write failed, or the ledger cannot record it).  A ledger that cannot
+        be saved afterwards (a full disk) is left as it is on disk, still holding the journal, which the next
+        command ends without writing a file: they are back already."""
+        self._recover(quiet=True)
+        self.recovered.clear()  # said by the error itself, not as an earlier run's
+
     def recover(self) -> None:
         """Undo a change that a dead process left half-written, and restore its records."""
+        self._recover(quiet=False)
+
+    def _recover(self, quiet: bool) -> None:
         if not self.pending:
             return
         named = self._named(self.pending.get("records", {}))
@@ -239,5 +277,18 @@ class Ledger:
                     self.recovered.append(f"put back {path} (an earlier patchkit run stopped half-way)")
         self.restore_records(self.pending.get("records", {}))
         self.pending = None
-        self.save()
+        try:
+            self.save()
+        except LedgerError:
+            if not quiet:
+                raise
+            return
         self.drop_unused_backups(named)
+
+
+def _said(exc: LedgerError, outcome: str) -> LedgerError:
+    """``exc`` (its own class: a refusal stays one) saying what became of the files; raised without its chain."""
+    exc.message = f"{exc.message}; {outcome}"
+    exc.args = (exc.message,)
+    exc.__cause__, exc.__suppress_context__ = None, True
+    return exc
