@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -246,3 +247,39 @@ def home_of_a_module_fixture():
 def test_the_suite_never_uses_the_machine_s_own_patchkit_home(home_of_a_module_fixture):
     """Module fixtures (a two-rank run, a Ray cluster) apply recipes before any test's own home is set."""
     assert "pytest" in home_of_a_module_fixture and "session-home" in home_of_a_module_fixture
+
+
+# What an assertion of the suite may not order: a clock read, or a number measured in a run (a trace's step time).
+CLOCKS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "process_time"}
+MEASURED = re.compile(r"(_us|_ms|_ns|_seconds)(_per_step)?$|duration|elapsed")
+
+
+def _measured(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in CLOCKS:
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and MEASURED.search(n.value):
+            return True
+        if isinstance(n, ast.Name) and MEASURED.search(n.id):
+            return True
+    return False
+
+
+def timed_assertions(source: str) -> List[int]:
+    """The lines of ``source`` whose ``assert`` orders (<, >, <=, >=) a clock read or a measured duration."""
+    order = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+    return [a.lineno for a in ast.walk(ast.parse(source)) if isinstance(a, ast.Assert)
+            for c in ast.walk(a.test) if isinstance(c, ast.Compare) and any(isinstance(o, order) for o in c.ops)
+            and _measured(c)]
+
+
+def test_no_assertion_of_the_suite_depends_on_how_fast_the_machine_is():
+    """A loaded machine makes any run slow and any of two runs the quicker: the suite asserts what was computed
+    (which number came from where, their difference), never that a measured time is under a bound or above
+    another.  A wait is driven by a clock the test moves, or guarded by a subprocess timeout, not asserted."""
+    tests = Path(__file__).resolve().parent
+    found = {f"{path.relative_to(tests)}:{line}" for path in sorted(tests.rglob("*.py"))
+             for line in timed_assertions(path.read_text(encoding="utf-8"))}
+    assert not found, f"assertions on measured time: {sorted(found)}"
+    assert timed_assertions("assert time.monotonic() - t0 < 5\nassert r['b_mean_step_us'] > r['a_mean_step_us']\n"
+                            "assert elapsed <= 3\nassert r['delta_us'] == 2.0\nassert n > 3\n") == [1, 2, 3]

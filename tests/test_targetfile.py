@@ -128,9 +128,8 @@ def test_the_lock_waits_for_its_holder_and_a_killed_holder_releases_it(tmp_path,
                 pass
         os.kill(holder.pid, signal.SIGKILL)  # kill -9 while it holds the lock: the kernel lets go of it
         holder.wait(timeout=30)
-        started = time.monotonic()
-        write_source(path, b"x = 2\n", expected=b"x = 1\n")
-        assert time.monotonic() - started < 5 and path.read_bytes() == b"x = 2\n"
+        write_source(path, b"x = 2\n", expected=b"x = 1\n")  # a lock still held would be a LockedError
+        assert path.read_bytes() == b"x = 2\n"
     finally:
         if holder.poll() is None:
             holder.kill()
