@@ -55,8 +55,9 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     out = [f"{r.id}  ({r.path})", "", r.description, "",
            f"target:   {r.target.distribution} {_proven(r.target)}, import name {r.target.package}",
            "files:    " + ", ".join(r.target.files), _patches(s, root, strict), f"backend:  {r.backend}"]
+    unused = _unused(r.schedule)
     for key, value in s.runtime_settings().items():
-        if key != "backend":
+        if key != "backend" and key not in unused:
             out.append(f"  {SETTING[key].key}: {_as_typed(value)}")
     for o in r.options:
         out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
@@ -87,12 +88,34 @@ def _launch(s):
     return launch(normalize(s.runtime_settings())) if launch else []
 
 
+def _unused(schedule) -> set:
+    """The schedule keys this recipe's schedule does not use, left out of show: a list of steps replaces the
+    periodic keys and the manual trigger replaces both, so typing one of them back would be refused."""
+    from patchkit.core.vocabulary import PERIODIC
+
+    if schedule.trigger == "manual":
+        return {*PERIODIC, "steps"}
+    return set(PERIODIC) if schedule.steps else set()
+
+
 def _as_typed(value) -> str:
-    """A setting as it is written in KEY=VALUE: true, [npu, cpu]."""
+    """A setting as it is written in KEY=VALUE, so that what show prints is what the command line takes back:
+    true, none, [npu, cpu], and a word YAML would read as something else quoted ('yes', '1.0')."""
+    if value is None:
+        return "none"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(str, value)) + "]"
+        return "[" + ", ".join(map(_as_typed, value)) + "]"
+    if isinstance(value, str):
+        import yaml
+
+        try:
+            plain = yaml.safe_load(f"[{value}]") == [value] and not value.startswith(("'", '"'))
+        except yaml.YAMLError:
+            plain = False
+        if not plain:
+            return yaml.safe_dump(value, default_style="'", width=1_000_000).strip().removesuffix("...").strip()
     return str(value)
 
 

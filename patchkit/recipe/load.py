@@ -218,10 +218,13 @@ def _profiler(r: Reader) -> m.Profiler:
 
 def _schedule(r: Reader) -> m.Schedule:
     s = r.mapping(("schedule",), v.SCHEDULE_KEYS)
-    keys = list(s)
-    replacing = [k for k in ("steps", "trigger") if ("schedule", k) in r.overridden]
-    if replacing:  # steps= or trigger= on the command line replaces the recipe's own schedule
-        keys = [k for k in keys if k not in v.PERIODIC + ("steps",) or ("schedule", k) in r.overridden]
+    typed = {k: s[k] for k in ("steps", "trigger") if ("schedule", k) in r.overridden and k in s}
+    mine = [k for k in s if ("schedule", k) not in r.overridden]  # the recipe's own keys
+    if "steps" in typed and typed["steps"] != [] or typed.get("trigger") == "manual":
+        # a list of steps, or the manual trigger, on the command line replaces the recipe's periodic schedule
+        # (and its steps); steps=[] and trigger=schedule, the periodic schedule, keep the recipe's wait, active...
+        mine = [k for k in mine if k not in v.PERIODIC + ("steps",)]
+    keys = [k for k in s if k in mine or ("schedule", k) in r.overridden]
     values = {k: _setting(r, ("schedule", k), v.SETTING[k]) for k in keys}
     if values.get("trigger") == "manual":
         both = [k for k in v.PERIODIC + ("steps",) if k in values]
