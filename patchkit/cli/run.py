@@ -28,12 +28,14 @@ def split(args: Sequence[str]) -> Tuple[List[str], List[str]]:
 def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], versions,
         print_env: bool) -> None:
     from patchkit import api
-    from patchkit.hook.editfree import environment, prepare
+    from patchkit.hook.editfree import HOOK_DIR, environment, prepare
+    from patchkit.hook.isolation import check
     from patchkit.recipe.load import read_text, recipe_path
 
     overrides, command = split(args)
     if not command and not print_env:
         raise click.UsageError("give the command to run after --, e.g. patchkit run RECIPE -- python train.py")
+    unreached = check(command, HOOK_DIR) if command and not print_env else []  # nothing reached: an error, here
     settings = api.load(recipe, overrides, backend)
     spec = prepare(settings, read_text(recipe_path(recipe)), root, *versions)
     from patchkit.cli.patch import say_skipped
@@ -45,6 +47,8 @@ def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional
     if print_env:
         click.echo(json.dumps({"env_vars": {k: env[k] for k in ("PATCHKIT_RUN", "PYTHONPATH")}}, indent=2))
         return
+    for warning in unreached:  # a process of the command the hook cannot reach, said before it starts
+        say(f"warning: {warning}")
     names = ", ".join(spec["modules"]) or "nothing"
     say(f"{settings.id}: patching {names} in memory ({settings.recipe.target.distribution} {spec['version']}); "
         f"traces go to {settings.recipe.profiler.save_path}")
