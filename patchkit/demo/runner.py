@@ -4,7 +4,9 @@ Copy the sample to a temporary folder, show the diff, apply
 ``verl-fsdp-update`` with the torch backend, train the sample for a few
 updates, report the trace and the steps it holds, revert, and prove the
 bytes are back.  Nothing outside the temporary folder is touched: the
-demo keeps its own ledger there.
+demo keeps its own ledger there, and deletes the folder, trace included,
+unless ``keep`` (``patchkit demo --keep``); it says which where it names
+the trace.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
         for trace in found:
             steps = _steps_in(trace)
             echo(f"   {trace}: {len(steps)} steps ({', '.join(steps)})")
+        echo(f"   (kept after the demo: open it in Perfetto or TensorBoard)" if keep else
+             f"   (deleted with {work} when the demo ends: `patchkit demo --keep` keeps it to open)")
         echo(f"== 6. patchkit revert {RECIPE}")
         for outcome in api.revert([RECIPE], ledger=ledger):
             echo(f"   {outcome.state}: {outcome.relpath}")
@@ -81,7 +85,8 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
         echo(f"   bytes identical to the sample: {'yes' if back else 'NO'}")
         ok = back and len(found) == 1 and len(_steps_in(found[0])) == 3
         echo(f"demo: {'ok' if ok else 'FAILED'}: {len(found)} trace(s); "
-             f"the window was wait=1 warmup=1 active=3 over {UPDATES * 4} micro-batch steps")
+             f"the window was wait=1 warmup=1 active=3 over {UPDATES * 4} micro-batch steps"
+             + ("" if keep else f"; {work} is deleted now (--keep keeps it)"))
         return 0 if ok else 1
     finally:
         if keep:
