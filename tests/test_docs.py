@@ -103,3 +103,43 @@ def test_the_reference_names_every_spelling_patchkit_reads(site):
     assert not missing, "the generated reference does not name the spellings: " + ", ".join(missing)
     built = (site / "reference" / "index.html").read_text(encoding="utf-8")
     assert 'id="spellings"' in built and "MindSpeed-RL" in page and ".".join(d.spellings.NESTED) in page
+
+
+def _named(sentence: str) -> set:
+    return set(re.findall(r"`([a-z_]+)`", sentence))
+
+
+def test_the_commands_the_docs_say_take_root_are_those_whose_options_have_it():
+    """usage.md names which commands take --root and which do not; click's own option lists say the same."""
+    from patchkit.cli.commands import main
+
+    takes = {name for name, command in main.commands.items() if any("--root" in p.opts for p in command.params)}
+    text = " ".join((REPO / "docs" / "usage.md").read_text(encoding="utf-8").split())
+    said = re.search(r"The commands that find a package take `--root`: (.*?)\. The others have no package to "
+                     r"find: (.*?)\.\s", text)
+    assert said, "docs/usage.md lost the sentence naming the commands that take --root"
+    assert _named(said.group(1)) == takes
+    assert _named(said.group(2)) == set(main.commands) - takes
+
+
+def test_own_recipes_names_the_profiler_keys_and_the_range_new_writes(tmp_path):
+    """own-recipes.md says which profiler keys `patchkit new` writes, the form of its range, and why its
+    defaults differ from the built-in recipes'; a recipe written here holds those keys and that form."""
+    import yaml
+
+    from patchkit.state.newrecipe import write_new
+
+    own = REPO / "tests" / "own_code" / "installed"
+    written = write_new("mine", ["tinytrain.loop:Trainer.fit at: method_start"], None, str(own),
+                        str(tmp_path / "mine.yaml"), None)
+    data = yaml.safe_load(written.path.read_text(encoding="utf-8"))
+    text = " ".join((REPO / "docs" / "own-recipes.md").read_text(encoding="utf-8").split())
+    said = re.search(r"- \*\*the settings\*\*: `backend` \(`(\w+)` unless `--backend` says otherwise\), the "
+                     r"`profiler:` keys (.*?), and the `schedule:`\.", text)
+    assert said, "docs/own-recipes.md lost the bullet naming the settings `patchkit new` writes"
+    assert said.group(1) == data["backend"] and _named(said.group(2)) == set(data["profiler"])
+    assert set(data) >= {"backend", "profiler", "schedule"}
+    assert data["target"]["versions"] == "==1.2.0" and "**the version range** `==0.7.1`" in text
+    for default in ("`level: level0`", "`analysis: false`", "one active step"):
+        assert default in text, f"own-recipes.md no longer says why `new` writes {default}"
+    assert (data["profiler"]["level"], data["profiler"]["analysis"], data["schedule"]["active"]) == ("level0", False, 1)

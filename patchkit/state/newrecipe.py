@@ -4,7 +4,7 @@ Each ``--point`` is ``TARGET`` (a function, :mod:`patchkit.state.funcref`)
 and the point's keys as ``patchkit points`` spells them
 (:mod:`patchkit.recipe.spec`).  The recipe's target comes from where the
 functions are (their package, distribution and files), its version range
-from the installed version (``>=`` it), its settings from the defaults or
+from the installed version (``==`` it: later ones pass with a note), its settings from the defaults or
 from ``--from RECIPE``, and its example from the real function, run
 through the engine.  Before the file is written the recipe is read back by
 the loader, its example is run, and every point is applied, in memory, to
