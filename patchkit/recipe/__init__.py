@@ -4,7 +4,7 @@
 - :mod:`.reader`, :mod:`.yamlpos`: typed YAML access with positions; :mod:`.files`: a recipe file within bounds.
 - :mod:`.parts` (options, roles, examples), :mod:`.points` (points), :mod:`.kinds` (the kinds of point and
   their examples), :mod:`.guards` (guard expressions).
-- :mod:`.normalise`: other tools' spellings in ``profiler:`` read as patchkit's names, positions kept.
+- :mod:`.respell`: other tools' spellings in ``profiler:`` respelt as patchkit's names, positions kept.
 - :mod:`.overrides`: ``KEY=VALUE`` from the command line; :mod:`.versions`: version ranges (``packaging``).
 - :mod:`.catalogue`: the built-in recipes' targets, read quickly; :mod:`.schema`: ``recipe.schema.json``.
 - :mod:`.replicas`: which rollout replicas a recipe records.

@@ -26,7 +26,7 @@ from patchkit.recipe import replicas
 from patchkit.core import vocabulary as v
 from patchkit.recipe.catalogue import builtin_ids
 from patchkit.core.errors import Location, OverrideError, RecipeError
-from patchkit.recipe.normalise import normalise
+from patchkit.recipe.respell import respell
 from patchkit.recipe.overrides import apply_overrides
 from patchkit.recipe.files import read_text, recipe_path  # noqa: F401  (where the command line reads a RECIPE argument)
 from patchkit.recipe.reader import Reader, check_relative, did_you_mean, is_identifier, is_recipe_id, kind_of, name_of
@@ -71,7 +71,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     options_data = data.get("options")
     original = data
     data, overridden, chosen = apply_overrides(data, overrides, options_data)
-    r = normalise(Reader(data, marks, path, overridden))  # other tools' spellings become patchkit's names
+    r = respell(Reader(data, marks, path, overridden))  # other tools' spellings become patchkit's names
     data, overridden = r.data, r.overridden
     r.mapping((), FORMAT_KEYS, REQUIRED)
 
@@ -127,7 +127,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
 def _spelt_as_patchkit(original: Any, marks: Marks, path: str) -> Any:
     """The recipe as written (no override) in patchkit's names, or as written where an override fixes it."""
     try:
-        return normalise(Reader(original, marks, path, {})).data
+        return respell(Reader(original, marks, path, {})).data
     except RecipeError:
         return original
 
