@@ -37,8 +37,8 @@ from patchkit.state.status import FileStatus, status  # noqa: F401
 from patchkit.state.transaction import apply, revert  # noqa: F401
 
 if TYPE_CHECKING:  # points and new load their modules when they run (diff and apply need neither)
-    from patchkit.state.funcref import FunctionRef
-    from patchkit.state.newrecipe import Written
+    from patchkit.authoring.funcref import FunctionRef
+    from patchkit.authoring.newrecipe import Written
 
 
 def diff(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False,
@@ -127,7 +127,7 @@ def apply_recipe(recipe: str, overrides: Sequence[str] = (), backend: Optional[s
 def outline(target: str, root: Optional[str] = None) -> Tuple["FunctionRef", object]:
     """``patchkit points``: where TARGET (``module:Class.method``, ``module:function``, ``FILE.py::NAME``) lives,
     and its outline (:class:`patchkit.engine.points.outline.Outline`): each line with the points that fit there."""
-    from patchkit.state.funcref import read_outline, resolve
+    from patchkit.authoring.funcref import read_outline, resolve
 
     ref = resolve(target, root)
     return ref, read_outline(ref)[0]
@@ -136,7 +136,7 @@ def outline(target: str, root: Optional[str] = None) -> Tuple["FunctionRef", obj
 def new_recipe(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str] = None,
                root: Optional[str] = None, output: Optional[str] = None, backend: Optional[str] = None) -> "Written":
     """``patchkit new``: write the recipe ``recipe_id`` for the points asked (see
-    :func:`patchkit.state.newrecipe.write_new`); nothing is written on any error."""
-    from patchkit.state.newrecipe import write_new
+    :func:`patchkit.authoring.newrecipe.write_new`); nothing is written on any error."""
+    from patchkit.authoring.newrecipe import write_new
 
     return write_new(recipe_id, point_specs, start_from, root, output, backend)

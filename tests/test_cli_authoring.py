@@ -113,6 +113,6 @@ def test_points_then_new_then_apply_records_the_steps_with_no_hand_edit(tmp_path
 
 def test_new_s_help_names_every_key_a_point_takes():
     from patchkit.cli.authoring import POINT_HELP
-    from patchkit.recipe.spec import KEYS
+    from patchkit.authoring.spec import KEYS
 
     assert all(f" {key}" in POINT_HELP for key in KEYS)

@@ -128,7 +128,7 @@ def test_own_recipes_names_the_profiler_keys_and_the_range_new_writes(tmp_path):
     defaults differ from the built-in recipes'; a recipe written here holds those keys and that form."""
     import yaml
 
-    from patchkit.state.newrecipe import write_new
+    from patchkit.authoring.newrecipe import write_new
 
     own = REPO / "tests" / "own_code" / "installed"
     written = write_new("mine", ["tinytrain.loop:Trainer.fit at: method_start"], None, str(own),

@@ -1,7 +1,7 @@
 """``patchkit points`` and ``patchkit new``: recipes for code no built-in recipe covers.
 
 ``points`` prints a function as an outline (:mod:`patchkit.engine.points.outline`), each line with the recipe
-point that puts a line there; ``new`` writes a recipe from such points (:mod:`patchkit.state.newrecipe`).
+point that puts a line there; ``new`` writes a recipe from such points (:mod:`patchkit.authoring.newrecipe`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _code(text: str) -> str:
 def points(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
     from patchkit import api
     from patchkit.core.printable import printable
-    from patchkit.recipe.spec import spell
+    from patchkit.authoring.spec import spell
 
     ref, found = api.outline(target, root)
     version = ref.installed.shown if ref.installed else None

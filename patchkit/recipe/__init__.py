@@ -8,8 +8,6 @@
 - :mod:`.overrides`: ``KEY=VALUE`` from the command line; :mod:`.versions`: version ranges (``packaging``).
 - :mod:`.catalogue`: the built-in recipes' targets, read quickly; :mod:`.schema`: ``recipe.schema.json``.
 - :mod:`.replicas`: which rollout replicas a recipe records.
-- :mod:`.spec`: a point written on one line, as `patchkit points` prints it and `patchkit new` reads it;
-  :mod:`.scaffold`: the text of a new recipe file.
 
 The built-in recipe files themselves are the package ``patchkit.recipes``.
 """

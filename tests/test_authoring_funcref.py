@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import AnchorError, TargetError
-from patchkit.state.funcref import distribution_of, parse, read_outline, resolve
+from patchkit.authoring.funcref import distribution_of, parse, read_outline, resolve
 
 import realwheels
 
