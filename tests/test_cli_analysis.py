@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.demo.runner import SAMPLE
 from patchkit.state.ledger import Ledger
@@ -54,8 +54,8 @@ def two_ranks(work: Path, run: str, backend_settings, env, torchrun=True) -> Pat
     site, traces = work / f"site-{run}", work / f"traces-{run}"
     shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
     ledger = Ledger(work / "state")
-    settings = api.load("verl-fsdp-update", SETTINGS + backend_settings + [f"profiler.save_path={traces}"])
-    api.apply(settings, str(site), ledger=ledger)
+    settings = patchkit.load("verl-fsdp-update", SETTINGS + backend_settings + [f"profiler.save_path={traces}"])
+    patchkit.apply(settings, str(site), ledger=ledger)
     (work / "wrapper.py").write_text(WRAPPER)
     env = dict(env, PATCHKIT_HOME=str(work / "home"), **WORK[run])
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
@@ -72,7 +72,7 @@ def two_ranks(work: Path, run: str, backend_settings, env, torchrun=True) -> Pat
         for proc in ranks:
             out, _ = proc.communicate(timeout=600)
             assert proc.returncode == 0, out
-    api.revert(["verl-fsdp-update"], ledger=ledger)
+    patchkit.revert(["verl-fsdp-update"], ledger=ledger)
     return traces
 
 

@@ -178,7 +178,7 @@ def test_revert_of_something_not_applied_says_so():
 
 
 def test_revert_with_neither_recipes_nor_all_is_a_usage_error(tree, patchkit_home):
-    from patchkit import api
+    import patchkit
     from patchkit.core.errors import PatchkitError
 
     root = tree("verl-0.6")
@@ -191,7 +191,7 @@ def test_revert_with_neither_recipes_nor_all_is_a_usage_error(tree, patchkit_hom
         assert "Traceback" not in result.output
     assert snapshot(root) == patched
     with pytest.raises(PatchkitError, match="say which recipes to revert, or --all"):
-        api.revert([])
+        patchkit.revert([])
 
 
 def test_usage_errors_exit_2():

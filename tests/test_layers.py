@@ -9,8 +9,9 @@ command line prints, modules stay small, every module has its test module,
 and each layer's ``__init__`` names its modules.
 
 ``patchkit/__init__.py`` names the public API; its names load their module on
-first use, so ``from . import NAME`` counts as importing that module.
-Imports by computed name (``importlib.import_module(variable)``) are not seen.
+first use, so ``from . import NAME``, and ``patchkit.NAME`` in a module that
+imports ``patchkit``, count as importing that module.  Imports by computed
+name (``importlib.import_module(variable)``) are not seen.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def imports(name: str, path: Path, known: Dict[str, Path]) -> Set[str]:
                     targets.append(f"patchkit.{patchkit._EXPORTS[alias.name]}")
                 else:
                     targets.append(base)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "patchkit" \
+                and node.attr in patchkit._EXPORTS:  # `import patchkit` ... `patchkit.apply_recipe(...)`
+            targets = [f"patchkit.{patchkit._EXPORTS[node.attr]}"]
         else:
             continue
         for target in targets:
@@ -130,8 +134,9 @@ def test_the_walk_sees_lazy_imports_and_names_of_the_package(tmp_path):
     assert "patchkit.cli.cluster" in edges["patchkit.cli.commands"]  # the same
     assert edges["patchkit"] == set()  # the package imports nothing until a name is used
     probe = tmp_path / "probe.py"
-    probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, api\n")
-    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit.api"}
+    probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, _api\n\n"
+                     "def called():\n    import patchkit\n    return patchkit.apply_recipe, patchkit.__version__\n")
+    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit._api"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
     points = "patchkit.engine.points"
@@ -183,6 +188,25 @@ def test_only_the_command_line_prints():
                 assert called not in ("print", "echo", "secho", "prompt", "confirm"), f"{path.name}:{node.lineno} prints"
 
 
+# The layers above the API, which call it through its public names (patchkit.NAME); every other module imports the
+# module that defines what it uses, so the face is never a way round the layers.
+ABOVE_THE_API = ("patchkit.cli", "patchkit.demo", "patchkit.cluster", "patchkit.api")
+
+
+def test_only_the_layers_above_the_api_use_its_public_names():
+    faced = []
+    for name, path in modules().items():
+        if name.startswith(ABOVE_THE_API) or name == "patchkit":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "patchkit" and not node.level:
+                faced += [f"{name}: {a.name}" for a in node.names if a.name in patchkit._EXPORTS]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "patchkit" \
+                    and node.attr in patchkit._EXPORTS:
+                faced.append(f"{name}: patchkit.{node.attr}")
+    assert not faced, f"modules below the API that reach it through patchkit's names: {faced}"
+
+
 # Modules still over the size, each with its ceiling; every other module stays within about 300 lines.
 ABOUT = 320
 LARGER: dict = {}  # module -> a ceiling above ABOUT, for a module that cannot be split yet (none today)
@@ -197,6 +221,8 @@ def test_modules_stay_small():
 # Modules whose tests live in a module named for what they are tested through, with the reason.
 TESTED_IN = {
     "patchkit": "test_api",  # the public API it names
+    "patchkit._api": "test_api",  # the calls behind it, through the public names
+    "patchkit.api": "test_api",  # the deprecated second list of those names
     "patchkit.__main__": "test_cli_commands",  # `python -m patchkit` is the command line
     "patchkit.engine.points.method": "test_point_kinds",  # a kind's own VALID / INVALID examples, run for every kind
     "patchkit.engine.points.calls": "test_point_kinds",

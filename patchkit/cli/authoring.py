@@ -27,11 +27,11 @@ def _code(text: str) -> str:
 
 
 def points(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
-    from patchkit import api
+    import patchkit
     from patchkit.core.printable import printable
     from patchkit.authoring.spec import spell
 
-    ref, found = api.outline(target, root)
+    ref, found = patchkit.outline(target, root)
     version = ref.installed.shown if ref.installed else None
     if as_json:
         click.echo(json.dumps({
@@ -59,9 +59,9 @@ def spell_scope(scope) -> str:
 
 def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
         output: Optional[str], backend: Optional[str]) -> None:
-    from patchkit import api
+    import patchkit
 
-    written = api.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
+    written = patchkit.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
     names = dict.fromkeys(".".join(p[k] for k in ("class", "method", "function", "nested") if p.get(k))

@@ -43,9 +43,9 @@ def _fail_if_any(results: List[NodeResult], what: str) -> None:
 
 def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
           versions=(False, None), as_json: bool = False) -> None:
-    from patchkit import api
+    import patchkit
 
-    s = api.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
+    s = patchkit.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
     with bar() as progress:
         results = cluster.apply(address, recipe, overrides, backend, root, *versions, progress=progress)
     if as_json:
@@ -68,11 +68,11 @@ def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[st
 
 def diff(address: str, recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
          output: Optional[str], stat: bool, versions=(False, None)) -> None:
-    from patchkit import api
+    import patchkit
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
-    api.load(recipe, overrides, backend)
+    patchkit.load(recipe, overrides, backend)
     with bar() as progress:
         results = cluster.plan(address, recipe, overrides, backend, root, *versions, progress=progress)
     groups: Dict[str, List[NodeResult]] = {}

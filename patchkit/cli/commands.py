@@ -1,4 +1,4 @@
-"""The command line: the commands, their options and help, over :mod:`patchkit.api`.
+"""The command line: the commands, their options and help, over the public API, :mod:`patchkit`.
 
 Only the command line prints: what each command says is in
 :mod:`patchkit.cli.patch` (diff, apply, revert, status on this machine),

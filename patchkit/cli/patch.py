@@ -52,11 +52,11 @@ def write_output(path: str, text: str) -> None:
 
 def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], output: Optional[str],
          stat: bool, versions) -> None:
-    from patchkit import api
+    import patchkit
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
-    plan = api.plan_recipe(recipe, overrides, backend, root, *versions)
+    plan = patchkit.plan_recipe(recipe, overrides, backend, root, *versions)
     say_skipped(plan.version_skipped, plan.version_note)
     text = plan.diff()
     if stat:
@@ -80,11 +80,12 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
 
 def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], allow_dirty: bool,
           commit: bool, interactive: bool, versions, as_json: bool = False) -> None:
-    from patchkit import api
+    import patchkit
 
     skip, strict = versions
-    done = api.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
-                            skip_version_check=skip, strict_versions=strict, review=review if interactive else None)
+    done = patchkit.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty,
+                                 commit=commit, skip_version_check=skip, strict_versions=strict,
+                                 review=review if interactive else None)
     if as_json:
         click.echo(json.dumps(done.to_json(), indent=2))
     if not interactive:  # review said it before its questions
@@ -140,10 +141,10 @@ def review(plan) -> bool:
 
 
 def revert(recipes: Sequence[str], everything: bool, force: bool, root: Optional[str]) -> None:
-    from patchkit import api
+    import patchkit
     from patchkit.core.printable import printable
 
-    outcomes = api.revert(recipes, everything, root, ledger=ledger(), force=force)
+    outcomes = patchkit.revert(recipes, everything, root, ledger=ledger(), force=force)
     for o in outcomes:
         say(f"{o.label}: {o.path} ({o.detail})")
     for note in (n for o in outcomes for n in o.kept_notes()):

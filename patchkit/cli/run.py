@@ -27,7 +27,7 @@ def split(args: Sequence[str]) -> Tuple[List[str], List[str]]:
 
 def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], versions,
         print_env: bool) -> None:
-    from patchkit import api
+    import patchkit
     from patchkit.hook.editfree import HOOK_DIR, environment, prepare
     from patchkit.hook.isolation import check
     from patchkit.recipe.load import read_text, recipe_path
@@ -36,7 +36,7 @@ def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional
     if not command and not print_env:
         raise click.UsageError("give the command to run after --, e.g. patchkit run RECIPE -- python train.py")
     unreached = check(command, HOOK_DIR) if command and not print_env else []  # nothing reached: an error, here
-    settings = api.load(recipe, overrides, backend)
+    settings = patchkit.load(recipe, overrides, backend)
     spec = prepare(settings, read_text(recipe_path(recipe)), root, *versions)
     from patchkit.cli.patch import say_skipped
 

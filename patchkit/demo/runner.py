@@ -42,7 +42,7 @@ def _steps_in(trace: str) -> list:
 
 
 def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
-    from patchkit import api
+    import patchkit
     from patchkit.state.ledger import Ledger
 
     work = Path(tempfile.mkdtemp(prefix="patchkit-demo-"))
@@ -53,12 +53,12 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
     overrides = ["backend=torch", "granularity=micro", "schedule.wait=1", "schedule.warmup=1",
                  "schedule.active=3", "schedule.repeat=1", f"profiler.save_path={traces}"]
     try:
-        settings = api.load(RECIPE, overrides)
+        settings = patchkit.load(RECIPE, overrides)
         echo(f"== 1. the sample: a verl-shaped actor in {site}")
         echo(f"== 2. patchkit diff {RECIPE} {' '.join(overrides[:5])} ...")
-        echo(api.diff(settings, str(site)).rstrip("\n"))
+        echo(patchkit.diff(settings, str(site)).rstrip("\n"))
         echo(f"== 3. patchkit apply {RECIPE} ...")
-        for outcome in api.apply(settings, str(site), ledger=ledger):
+        for outcome in patchkit.apply(settings, str(site), ledger=ledger):
             echo(f"   {outcome.state}: {outcome.relpath} ({outcome.detail})")
         echo(f"== 4. train: {UPDATES} updates x 2 mini-batches x 2 micro-batches on CPU, one profiler step per micro-batch")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).parents[2])]),
@@ -79,7 +79,7 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
         echo(f"   (kept after the demo: open it in Perfetto or TensorBoard)" if keep else
              f"   (deleted with {work} when the demo ends: `patchkit demo --keep` keeps it to open)")
         echo(f"== 6. patchkit revert {RECIPE}")
-        for outcome in api.revert([RECIPE], ledger=ledger):
+        for outcome in patchkit.revert([RECIPE], ledger=ledger):
             echo(f"   {outcome.state}: {outcome.relpath}")
         back = _digests(site) == original
         echo(f"   bytes identical to the sample: {'yes' if back else 'NO'}")
