@@ -191,7 +191,7 @@ def test_the_api_refuses_steps_out_of_bounds_with_a_located_error(tmp_path, monk
 
     monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
     with pytest.raises(cli_capture.CaptureRequestError) as caught:
-        cli_capture.capture("r", steps, None, None, 0.1, None)
+        cli_capture.capture.callback("r", steps, None, None, 0.1)  # the command's own function, past click's range
     assert caught.value.where.path == "<command line>" and "1 to 1000 steps" in caught.value.message
     assert "in the job's memory" in caught.value.hint
     assert not (tmp_path / "home" / ondemand.REQUESTS).exists()

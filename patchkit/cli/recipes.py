@@ -1,4 +1,4 @@
-"""What list, show, validate and test say: the recipes, what one resolves to, and whether they hold."""
+"""``list``, ``show``, ``validate`` and ``test``: the recipes, what one resolves to, and whether they hold."""
 
 from __future__ import annotations
 
@@ -10,16 +10,20 @@ from typing import Optional, Sequence
 
 import click
 
+from patchkit.cli.options import backend_option, complete_recipes, overrides_argument, root_option
 from patchkit.core.errors import PatchkitError
 
 say = partial(click.echo, err=True)
 
 
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def list_recipes(as_json: bool) -> None:
+    """The built-in recipes: id, package, versions."""
     if as_json:
-        from patchkit.recipe.load import all_recipes
+        import patchkit
 
-        click.echo(json.dumps([_recipe_json(s) for s in all_recipes()], indent=2))
+        click.echo(json.dumps([_recipe_json(s) for s in patchkit.all_recipes()], indent=2))
         return
     from patchkit.recipe.catalogue import entries
 
@@ -43,18 +47,24 @@ def _recipe_json(s) -> dict:
     }
 
 
-def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
-         strict: Optional[bool] = None) -> None:
+@click.command()
+@click.argument("recipe", shell_complete=complete_recipes)
+@overrides_argument
+@root_option
+@backend_option
+@click.option("--strict-versions", "strict", is_flag=True, help="as diff and apply would with it")
+def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], strict: bool) -> None:
+    """The resolved recipe, the file it would patch here, and the code it inserts."""
+    import patchkit
     from patchkit.engine import lines
     from patchkit.recipe.kinds import describe
-    from patchkit.recipe.load import load
     from patchkit.core.vocabulary import SETTING
 
-    s = load(recipe, overrides, backend)
+    s = patchkit.load(recipe, overrides, backend)
     r = s.recipe
     out = [f"{r.id}  ({r.path})", "", r.description, "",
            f"target:   {r.target.distribution} {_proven(r.target)}, import name {r.target.package}",
-           "files:    " + ", ".join(r.target.files), _patches(s, root, strict), f"backend:  {r.backend}"]
+           "files:    " + ", ".join(r.target.files), _patches(s, root, strict or None), f"backend:  {r.backend}"]
     unused = _unused(r.schedule)
     for key, value in s.runtime_settings().items():
         if key != "backend" and key not in unused:
@@ -147,14 +157,17 @@ def _patches(s, root: Optional[str], strict: Optional[bool] = None) -> str:
             f"from {installed.version_from})" + (f"\n          note: {note}" if note else ""))
 
 
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 def validate(files: Sequence[str]) -> None:
+    """Check recipe files; print each problem as file:line:col."""
+    import patchkit
     from patchkit.core.printable import printable
-    from patchkit.recipe.load import load_recipe
 
     bad = 0
     for name in files:
         try:
-            settings = load_recipe(Path(name))
+            settings = patchkit.load_recipe(Path(name))
         except PatchkitError as exc:
             bad += 1
             say(f"error: {exc.render()}")
@@ -167,14 +180,16 @@ def validate(files: Sequence[str]) -> None:
         sys.exit(1)
 
 
+@click.command("test")
+@click.argument("recipes", nargs=-1, shell_complete=complete_recipes)
 def test(recipes: Sequence[str]) -> None:
-    from patchkit.engine.examples import run_examples
-    from patchkit.recipe.load import all_recipes, load
+    """Run recipes' own examples (all built-in recipes by default)."""
+    import patchkit
 
-    settings = [load(r) for r in recipes] if recipes else all_recipes()
+    settings = [patchkit.load(r) for r in recipes] if recipes else patchkit.all_recipes()
     passed = failed = 0
     for s in settings:
-        for outcome in run_examples(s):
+        for outcome in patchkit.run_examples(s):
             if outcome.ok:
                 passed += 1
                 say(f"PASS {s.id}: {outcome.example.name}")
