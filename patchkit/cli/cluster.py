@@ -17,7 +17,6 @@ import click
 
 from patchkit.cli.options import write_output
 from patchkit.cli.progress import bar
-from patchkit.core.outcome import Status
 
 
 def _line(r) -> str:
@@ -128,6 +127,7 @@ def revert(address: str, recipes: Sequence[str], everything: bool, force: bool, 
 
 def status(address: str, as_json: bool, root: Optional[str] = None) -> None:
     from patchkit.cluster import ray as cluster
+    from patchkit.core.outcome import Status
 
     with bar(enabled=not as_json) as progress:
         results = cluster.status(address, root, progress=progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -108,6 +109,10 @@ def _unused(schedule) -> set:
     return set(PERIODIC) if schedule.steps else set()
 
 
+_PLAIN = re.compile(r"[A-Za-z_][\w.\-/]*|\.{0,2}/[\w.\-/]*")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # YAML 1.1 reads these as bool or null
+
+
 def _as_typed(value) -> str:
     """A setting as it is written in KEY=VALUE, so that what show prints is what the command line takes back:
     true, none, [npu, cpu], and a word YAML would read as something else quoted ('yes', '1.0')."""
@@ -118,6 +123,8 @@ def _as_typed(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(_as_typed, value)) + "]"
     if isinstance(value, str):
+        if _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+            return value  # a word or a path YAML reads back as it is, without asking YAML (show starts fast)
         import yaml
 
         try:
