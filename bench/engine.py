@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import realwheels  # noqa: E402
 from _timing import PYTHON, env_with, verdict  # noqa: E402
 
-from patchkit import api  # noqa: E402
+import patchkit  # noqa: E402
 
 GOAL = 1.25
 FLOOR = """\
@@ -112,13 +112,13 @@ def main(argv=None) -> int:
     (tmp / "floor_gc_off.py").write_text(FLOOR_GC_OFF)
     env = env_with(PATCHKIT_HOME=tmp / "state")
     rows, without = [], []
-    for settings in api.all_recipes():
+    for settings in patchkit.all_recipes():
         rel = newest(settings)
         if rel is None:  # MindSpeed-RL is run from git checkouts: no released wheel to measure on
             without.append(settings.id)
             continue
         root = realwheels.release_root(rel.dist, rel.version)
-        files = [str(f.path) for f in api.plan(settings, str(root)).files]
+        files = [str(f.path) for f in patchkit.plan(settings, str(root)).files]
         lines = sum(len(Path(f).read_bytes().splitlines()) for f in files)
         t = interleaved({
             "patchkit": [PYTHON, "-m", "patchkit", "diff", settings.id, "--root", str(root)],

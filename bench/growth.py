@@ -1,7 +1,7 @@
 """Growth: apply time against file size, on synthetic files of 1k to 50k lines.
 
 Each file is a module of many small classes plus the verl-shaped target class
-somewhere in the middle; `api.apply` (plan, transform, compile, back up,
+somewhere in the middle; `patchkit.apply` (plan, transform, compile, back up,
 write) is timed in this process, best of N, as the command line runs it: with
 the cyclic garbage collector paused (left on, its full collections walk the
 whole of libcst's tree again and again, and that alone grows faster than the
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchkit import api
+import patchkit
 from patchkit.state.ledger import Ledger
 
 GOAL = 1.5  # the time ratio within 1.5x of the line ratio: linear, with room for a noisy machine
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="patchkit-growth-"))
-    settings = api.load("verl-fsdp-update")
+    settings = patchkit.load("verl-fsdp-update")
     rows = []
     for size in SIZES:
         root = work / f"r{size}"
@@ -91,12 +91,12 @@ def main(argv=None) -> int:
             gc.collect()
             gc.disable()
             start = time.process_time()
-            api.apply(settings, str(root), ledger=ledger)
+            patchkit.apply(settings, str(root), ledger=ledger)
             best = min(best, time.process_time() - start)
             gc.enable()
         lines = source.count("\n")
         rows.append((lines, best))
-    print(f"growth: api.apply on synthetic files (CPU time, garbage collector paused as in the commands; "
+    print(f"growth: patchkit.apply on synthetic files (CPU time, garbage collector paused as in the commands; "
           f"best of {args.rounds})")
     per_k = []
     for lines, best in rows:

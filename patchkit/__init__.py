@@ -1,6 +1,7 @@
 """patchkit: reversible profiler patches for RL training stacks.
 
-The importable API; the command line (:mod:`patchkit.cli.commands`) is a thin layer over it::
+This module is the public API, every name of it in ``__all__``; the command line (:mod:`patchkit.cli`) is a thin
+layer over the same names::
 
     import patchkit
 
@@ -11,8 +12,12 @@ The importable API; the command line (:mod:`patchkit.cli.commands`) is a thin la
     patchkit.status()                            # what is applied where
     patchkit.revert(["verl-fsdp-update"])        # the original bytes back
 
-Each name loads its module on first use, so ``import patchkit`` (and
-``patchkit --help``) imports no parser, git or torch.
+    report = patchkit.apply_recipe("verl-fsdp-update", ["schedule.wait=2"])   # what `patchkit apply` calls
+
+The work is done below: in the layers' modules, and, for the calls that are one command each
+(:func:`plan_recipe`, :func:`apply_recipe`, :func:`outline`, :func:`new_recipe`), in the private ``_api``.
+Each name loads its module on first use, so ``import patchkit`` (and ``patchkit --help``) imports no parser,
+git or torch.  (``patchkit.api``, the same names gathered a second time, is deprecated.)
 """
 
 __version__ = "0.2.0"
@@ -22,11 +27,14 @@ __version__ = "0.2.0"
 # this name (or from a wheel built from the checkout).
 DISTRIBUTION = "patchkit-profiler"
 
-# public name -> the module it comes from
+# Each public name, and the module (under patchkit) that defines it.
 _EXPORTS = {
-    # recipes
-    "load": "recipe.load", "load_recipe": "recipe.load", "all_recipes": "recipe.load", "builtin_ids": "recipe.catalogue",
-    "Settings": "core.model", "Recipe": "core.model",
+    # recipes: a built-in id or a file, with KEY=VALUE overrides
+    "load": "recipe.load", "load_recipe": "recipe.load", "all_recipes": "recipe.load", "recipe_path": "recipe.load",
+    "builtin_ids": "recipe.catalogue", "Settings": "core.model", "Recipe": "core.model",
+    # one call per command: diff, apply, points, new
+    "plan_recipe": "_api", "diff": "_api", "apply_recipe": "_api", "ApplyReport": "_api",
+    "outline": "_api", "new_recipe": "_api",
     # plan, apply, revert, status
     "plan": "state.planning", "Plan": "state.planning", "FilePlan": "state.planning", "files_to_patch": "state.planning",
     "apply": "state.transaction", "revert": "state.transaction",

@@ -48,7 +48,7 @@ from packaging.version import InvalidVersion, Version
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's patchkit
 
-from patchkit import api  # noqa: E402
+import patchkit  # noqa: E402
 from patchkit.core.errors import PatchkitError  # noqa: E402
 from patchkit.recipe.versions import covers  # noqa: E402
 
@@ -251,7 +251,8 @@ def registry_versions(dist: str) -> List[str]:
 
 
 def _recipes(dist: str) -> List[object]:
-    return [s for s in api.all_recipes() if canonicalize_name(s.recipe.target.distribution) == canonicalize_name(dist)]
+    return [s for s in patchkit.all_recipes()
+            if canonicalize_name(s.recipe.target.distribution) == canonicalize_name(dist)]
 
 
 def _candidate_files(recipes: Sequence[object]) -> List[str]:
@@ -273,7 +274,7 @@ def _plan_shapes(plan, recipe_id: str) -> List[Shape]:
 def try_recipe(recipe_id: str, versions: str, version: str, root: Path):
     """(result, note, plan or None) for one recipe on one root."""
     try:  # strict_versions=False: PATCHKIT_STRICT_VERSIONS in the environment must not make every row a refusal
-        plan = api.plan_recipe(recipe_id, root=str(root), strict_versions=False)
+        plan = patchkit.plan_recipe(recipe_id, root=str(root), strict_versions=False)
     except PatchkitError as exc:
         return "refused", one_line(exc), None
     note = getattr(plan, "version_note", "")  # newer than the range, applied: patchkit's own note
@@ -281,7 +282,7 @@ def try_recipe(recipe_id: str, versions: str, version: str, root: Path):
 
 
 def _examples(settings) -> str:
-    outcomes = api.run_examples(settings)
+    outcomes = patchkit.run_examples(settings)
     failed = [o for o in outcomes if not o.ok]
     return "ok" if not failed else "%d of %d fail" % (len(failed), len(outcomes))
 
@@ -302,7 +303,7 @@ def sweep(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str, Opti
             baselines[s.id] = (None, None, "no release of the table in %s" % s.recipe.target.versions)
             continue
         try:
-            plan = api.plan_recipe(s.id, root=str(realwheels.release_root(dist, proven)))
+            plan = patchkit.plan_recipe(s.id, root=str(realwheels.release_root(dist, proven)))
             baselines[s.id] = (proven, _plan_shapes(plan, s.id), "")
         except PatchkitError as exc:
             baselines[s.id] = (proven, None, "on %s: %s" % (proven, one_line(exc)))

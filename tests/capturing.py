@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchkit import api
+import patchkit
 from patchkit.demo.runner import SAMPLE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def patched(base: Path, *overrides: str, recipe: str = RECIPE, ledger=None) -> P
     """A copy of the demo sample under ``base`` with ``recipe`` applied (recorded in ``ledger``, if given)."""
     site = base / "site"
     shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
-    outcomes = api.apply(api.load(recipe, list(overrides)), str(site), ledger=ledger)
+    outcomes = patchkit.apply(patchkit.load(recipe, list(overrides)), str(site), ledger=ledger)
     assert [o.state for o in outcomes] == ["patched"]
     return site
 

@@ -1,4 +1,5 @@
-"""The importable API: ``patchkit`` names it, ``patchkit.api`` gathers it, and a whole round trip runs through it."""
+"""The importable API: ``patchkit`` is its one face (``__all__``), the calls behind it are ``patchkit._api``'s, the old
+``patchkit.api`` still answers with a DeprecationWarning, and a whole round trip runs through the face."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import patchkit
-from patchkit import api
+from patchkit import _api
 
 from conftest import snapshot
 
@@ -63,44 +64,67 @@ def test_importing_patchkit_imports_nothing_else_until_a_name_is_used():
     assert out.splitlines() == ["['patchkit']", "True False False"]
 
 
-def test_the_api_module_gathers_the_layers():
+def test_the_face_names_each_layer_s_own_function_and_the_calls_of_the_commands():
     from patchkit.engine import examples
-    from patchkit.state import planning
     from patchkit.recipe import load as recipe
+    from patchkit.state import planning, transaction
     from patchkit.state import status as state
-    from patchkit.state import transaction
 
-    assert (api.plan, api.files_to_patch, api.own_dependency) == (planning.plan, planning.files_to_patch,
-                                                                  planning.own_dependency)
-    assert (api.apply, api.revert, api.status) == (transaction.apply, transaction.revert, state.status)
-    assert (api.run_examples, api.example_points) == (examples.run_examples, examples.example_points)
-    assert (api.load, api.all_recipes, api.builtin_ids) == (recipe.load, recipe.all_recipes, recipe.builtin_ids)
+    assert (patchkit.plan, patchkit.files_to_patch) == (planning.plan, planning.files_to_patch)
+    assert (patchkit.apply, patchkit.revert, patchkit.status) == (transaction.apply, transaction.revert, state.status)
+    assert (patchkit.load, patchkit.all_recipes, patchkit.recipe_path) == (recipe.load, recipe.all_recipes,
+                                                                          recipe.recipe_path)
+    assert patchkit.run_examples is examples.run_examples
+    for name in ("plan_recipe", "apply_recipe", "ApplyReport", "diff", "outline", "new_recipe"):
+        assert getattr(patchkit, name) is getattr(_api, name) and name in patchkit.__all__
+
+
+def test_the_old_api_module_still_answers_with_a_deprecation_warning():
+    code = ("import warnings, patchkit; warnings.simplefilter('always')\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    from patchkit import api\n"
+            "print([str(w.message) for w in seen if w.category is DeprecationWarning])\n"
+            "from patchkit.engine.examples import example_points\n"
+            "print(api.load is patchkit.load, api.apply_recipe is patchkit.apply_recipe, "
+            "api.example_points is example_points, set(patchkit.__all__) <= set(dir(api)))\n"
+            "try:\n    api.nope\nexcept AttributeError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "[\"patchkit.api is deprecated: its names are patchkit's own (`import patchkit; " \
+                     "patchkit.load(...)`)\"]"
+    assert out[1:] == ["True True True True", "module 'patchkit.api' has no attribute 'nope'"]
+
+
+def test_nothing_in_the_package_uses_the_deprecated_module():
+    here = Path(patchkit.__file__).parent
+    users = [str(p.relative_to(here)) for p in here.rglob("*.py") if p.name != "api.py"
+             and ("from patchkit import api" in p.read_text() or "patchkit.api import" in p.read_text())]
+    assert not users
 
 
 def test_api_diff_is_the_plans_diff(tree):
     root = tree("verl-0.6")
-    settings = api.load(R)
-    assert api.diff(settings, str(root)) == api.plan(settings, str(root)).diff() != ""
+    settings = patchkit.load(R)
+    assert patchkit.diff(settings, str(root)) == patchkit.plan(settings, str(root)).diff() != ""
 
 
 def test_one_call_per_command_loads_plans_and_applies(tree, monkeypatch):
     root = tree("verl-0.6")
     before = snapshot(root)
-    p = api.plan_recipe(R, ["schedule.wait=2"], None, str(root))
+    p = patchkit.plan_recipe(R, ["schedule.wait=2"], None, str(root))
     assert p.settings.id == R and p.files[0].changes and snapshot(root) == before
-    done = api.apply_recipe(R, ["schedule.wait=2"], None, str(root))
-    assert isinstance(done, api.ApplyReport) and done.written and done.changed == 1
+    done = patchkit.apply_recipe(R, ["schedule.wait=2"], None, str(root))
+    assert isinstance(done, patchkit.ApplyReport) and done.written and done.changed == 1
     assert (done.installed.version, done.version_skipped) == ("0.6.1", "")
     [warning] = done.warnings  # the tree is shaped like a site-packages folder with no patchkit in it
     assert warning.startswith(f"{root.resolve()} has no patchkit")
-    again = api.apply_recipe(R, ["schedule.wait=2"], None, str(root))
-    assert again.changed == 0 and again.outcomes[0].state is api.Outcome.ALREADY_APPLIED
+    again = patchkit.apply_recipe(R, ["schedule.wait=2"], None, str(root))
+    assert again.changed == 0 and again.outcomes[0].state is patchkit.Outcome.ALREADY_APPLIED
 
 
 def test_apply_recipe_says_when_the_target_is_patchkits_own_dependency(tree, monkeypatch):
     root = tree("verl-0.6")
-    monkeypatch.setattr(api, "own_dependency", lambda settings: "pyyaml")
-    warning = api.apply_recipe(R, (), None, str(root)).warnings[-1]
+    monkeypatch.setattr(_api, "own_dependency", lambda settings: "pyyaml")
+    warning = patchkit.apply_recipe(R, (), None, str(root)).warnings[-1]
     assert "(pyyaml) is patchkit's own code or one of its dependencies" in warning
 
 
@@ -108,6 +132,6 @@ def test_a_declined_review_writes_nothing_and_says_so(tree):
     root = tree("verl-0.6")
     before = snapshot(root)
     seen = []
-    done = api.apply_recipe(R, (), None, str(root), review=lambda plan: seen.append(plan) or False)
+    done = patchkit.apply_recipe(R, (), None, str(root), review=lambda plan: seen.append(plan) or False)
     assert not done.written and snapshot(root) == before
     assert [f.relpath for f in seen[0].files if f.changes] == [DP]

@@ -1,7 +1,8 @@
 """After the capture, for real: two-rank runs of the patched demo sample under torchrun, then summary and compare.
 
 torch backend: torch.distributed (gloo, CPU), ranks 0 and 1; run B does more work per step
-than run A (longer responses, a larger vocabulary).  npu backend: ranks 0 and 1 against the
+than run A (longer responses, a larger vocabulary), but no assertion compares measured times: on a
+loaded machine either run may be the quicker.  npu backend: ranks 0 and 1 against the
 CPU stand-in for torch_npu with analysis off, so that `patchkit analyse` parses the captures
 before `summary` and `compare` read them; msprof-analyze is a stand-in on PATH.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.demo.runner import SAMPLE
 from patchkit.state.ledger import Ledger
@@ -53,8 +54,8 @@ def two_ranks(work: Path, run: str, backend_settings, env, torchrun=True) -> Pat
     site, traces = work / f"site-{run}", work / f"traces-{run}"
     shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
     ledger = Ledger(work / "state")
-    settings = api.load("verl-fsdp-update", SETTINGS + backend_settings + [f"profiler.save_path={traces}"])
-    api.apply(settings, str(site), ledger=ledger)
+    settings = patchkit.load("verl-fsdp-update", SETTINGS + backend_settings + [f"profiler.save_path={traces}"])
+    patchkit.apply(settings, str(site), ledger=ledger)
     (work / "wrapper.py").write_text(WRAPPER)
     env = dict(env, PATCHKIT_HOME=str(work / "home"), **WORK[run])
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
@@ -71,7 +72,7 @@ def two_ranks(work: Path, run: str, backend_settings, env, torchrun=True) -> Pat
         for proc in ranks:
             out, _ = proc.communicate(timeout=600)
             assert proc.returncode == 0, out
-    api.revert(["verl-fsdp-update"], ledger=ledger)
+    patchkit.revert(["verl-fsdp-update"], ledger=ledger)
     return traces
 
 
@@ -112,13 +113,32 @@ def test_summary_names_each_ranks_steps_and_top_operators(torch_runs, tmp_path):
     assert (tmp_path / "steps.html").read_text().count("<polyline") == 2
 
 
-def test_compare_shows_the_run_that_does_more_work(torch_runs):
+def agrees_with_each_summary(ranks, a, b, op):
+    """compare's numbers are each run's own summary, side by side, and B - A of them.
+
+    The runs are measured on a shared machine, so which one is faster is no fact to assert: run B does
+    more work per step, yet a busy moment can make it the quicker one.  What compare must get right is
+    which number comes from which run and the difference of the two.
+    """
+    summary = {side: {r["label"]: r for r in json.loads(invoke("summary", path, "--json", "--top", "1000").stdout)
+                      ["ranks"]} for side, path in (("a", a), ("b", b))}
+    for rank in ranks:
+        mine = {side: summary[side][rank["label"]] for side in "ab"}
+        assert (rank["a_mean_step_us"], rank["b_mean_step_us"]) == (mine["a"]["mean_step_us"],
+                                                                    mine["b"]["mean_step_us"]), rank
+        assert rank["delta_us"] == pytest.approx(rank["b_mean_step_us"] - rank["a_mean_step_us"], abs=0.002)
+        assert (rank["a_steps"], rank["b_steps"]) == (3, 3)
+        ops = {o["name"]: o for o in rank["ops"]}
+        for side in "ab":
+            per_step = {o["name"]: o["self_us_per_step"] for o in mine[side]["top_ops"]}
+            assert ops[op][f"{side}_us_per_step"] == per_step[op], ops[op]
+        assert ops[op]["delta_us"] == pytest.approx(ops[op]["b_us_per_step"] - ops[op]["a_us_per_step"], abs=0.002)
+
+
+def test_compare_puts_each_run_s_numbers_side_by_side(torch_runs):
     data = json.loads(invoke("compare", torch_runs["a"], torch_runs["b"], "--json", "--top", "50").stdout)
     assert [r["label"] for r in data["ranks"]] == ["rank 0", "rank 1"]
-    for rank in data["ranks"]:
-        assert rank["b_mean_step_us"] > rank["a_mean_step_us"], rank
-        ops = {o["name"]: o for o in rank["ops"]}
-        assert ops["aten::addmm"]["b_us_per_step"] > 2 * ops["aten::addmm"]["a_us_per_step"], ops["aten::addmm"]
+    agrees_with_each_summary(data["ranks"], torch_runs["a"], torch_runs["b"], "aten::addmm")
     text = invoke("compare", torch_runs["a"], torch_runs["b"]).stdout
     assert "rank 0: mean step " in text and "rank 1: mean step " in text and "B - A" in text
 
@@ -146,10 +166,7 @@ def test_torch_npu_captures_go_through_analyse_summary_and_compare(npu_runs, tmp
     assert result.exit_code == 0, result.output
     ranks = json.loads(result.stdout)["ranks"]
     assert [r["label"] for r in ranks] == ["rank 0", "rank 1"]
-    for rank in ranks:
-        assert rank["b_mean_step_us"] > rank["a_mean_step_us"], rank
-        addmm = next(o for o in rank["ops"] if o["name"] == "Addmm")
-        assert addmm["b_us_per_step"] > 2 * addmm["a_us_per_step"], addmm
+    agrees_with_each_summary(ranks, a, b, "Addmm")
     compares = [c for c in fake_tools.calls(log) if c[0] == "compare"]
     assert [(Path(c[2]).parent, Path(c[4]).parent, c[6]) for c in compares] == \
         [(b, a, str(tmp_path / "cmp" / f"msprof-compare-rank{r}")) for r in (0, 1)]

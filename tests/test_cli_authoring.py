@@ -48,6 +48,15 @@ def test_points_all_and_json_give_every_spelling():
     assert loop["spelled"] == ["at: before_loop loop: {iter: batches}", "at: loop_start loop: {iter: batches}"]
 
 
+def test_points_reads_a_file_path_under_root_and_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PATCHKIT_ROOT", raising=False)
+    out = run("points", "tinytrain/loop.py::Trainer.fit", "--root", OWN).stdout
+    assert out.startswith("Trainer.fit in tinytrain/loop.py  (tiny-train 1.2.0, ")
+    missing = run("points", "tinytrain/lop.py::Trainer.fit", "--root", OWN, code=1).stderr
+    assert f"no file tinytrain/lop.py under --root {OWN} (looked for {OWN / 'tinytrain' / 'lop.py'})" in missing
+
+
 def test_points_on_real_releases():
     out = run("points", LOGPROB, "--root", realwheels.release_root("verl", "0.7.1")).stdout
     assert "   475      for micro_batch in micro_batches:" in out
@@ -110,6 +119,6 @@ def test_points_then_new_then_apply_records_the_steps_with_no_hand_edit(tmp_path
 
 def test_new_s_help_names_every_key_a_point_takes():
     from patchkit.cli.authoring import POINT_HELP
-    from patchkit.recipe.spec import KEYS
+    from patchkit.authoring.spec import KEYS
 
     assert all(f" {key}" in POINT_HELP for key in KEYS)

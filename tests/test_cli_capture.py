@@ -79,15 +79,14 @@ def test_a_dead_process_is_not_waited_for_and_a_silent_one_times_out(tmp_path, m
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         ondemand.register("r", rank=1, pid=sleeper.pid)  # alive, never steps
-        start = time.time()
         done = capture(tmp_path, "r", "--timeout", "1")
-        assert done.returncode == 1 and time.time() - start < 30
+        assert done.returncode == 1
         assert f"rank 1 r (pid {sleeper.pid} on" in done.stderr and "no answer within 1 s" in done.stderr
         sleeper.kill()
         sleeper.wait()
-        gone = capture(tmp_path, "r", "--timeout", "30")
+        gone = capture(tmp_path, "r", "--timeout", "600", timeout=300)  # waited for, it would outlive the guard
         assert gone.returncode == 1 and "no running process of r waits for a capture here" in gone.stderr
-        assert time.time() - start < 30  # the dead one was not waited for
+        assert "no answer within" not in gone.stderr  # the dead one was not asked, so not waited for
     finally:
         sleeper.kill()
 
@@ -192,7 +191,7 @@ def test_the_api_refuses_steps_out_of_bounds_with_a_located_error(tmp_path, monk
 
     monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
     with pytest.raises(cli_capture.CaptureRequestError) as caught:
-        cli_capture.capture("r", steps, None, None, 0.1, None)
+        cli_capture.capture.callback("r", steps, None, None, 0.1)  # the command's own function, past click's range
     assert caught.value.where.path == "<command line>" and "1 to 1000 steps" in caught.value.message
     assert "in the job's memory" in caught.value.hint
     assert not (tmp_path / "home" / ondemand.REQUESTS).exists()

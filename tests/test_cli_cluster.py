@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cluster import ray as cluster
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.cluster.node import NodeResult, NodeState
 
@@ -60,7 +60,7 @@ def test_apply_prints_a_line_per_node_then_the_summary_and_notes(answers):
         "verl 0.9.1 is installed"]
     lines = result.stderr.splitlines()
     assert lines[0] == f"{R}: applied on 2 node(s) (1 changed); undo with `patchkit revert --ray head:6379 {R}`"
-    assert lines[1:] == [f"note: {n}" for n in api.load(R).recipe.notes]
+    assert lines[1:] == [f"note: {n}" for n in patchkit.load(R).recipe.notes]
 
 
 @pytest.mark.parametrize("a_state,what", [
@@ -114,9 +114,9 @@ def test_status_prints_the_rows_status_json_writes(answers, tree, tmp_path):
     from patchkit.state.ledger import Ledger
 
     root = tree("verl-0.6")
-    api.apply(api.load(R), str(root))
-    recorded = [row.to_json() for row in api.status()]
-    unrecorded = [row.to_json() for row in api.status(ledger=Ledger(tmp_path / "empty-home"), root=str(root))]
+    patchkit.apply(patchkit.load(R), str(root))
+    recorded = [row.to_json() for row in patchkit.status()]
+    unrecorded = [row.to_json() for row in patchkit.status(ledger=Ledger(tmp_path / "empty-home"), root=str(root))]
     assert recorded[0]["backup"] == "ok" and unrecorded[0]["backup"] is None
     missing = dict(recorded[0], backup="missing or corrupted", state="edited since apply")
     answers("status", [node(A, "applied", "1 file(s)", files=recorded, home="/h/a"),

@@ -178,7 +178,7 @@ def test_revert_of_something_not_applied_says_so():
 
 
 def test_revert_with_neither_recipes_nor_all_is_a_usage_error(tree, patchkit_home):
-    from patchkit import api
+    import patchkit
     from patchkit.core.errors import PatchkitError
 
     root = tree("verl-0.6")
@@ -191,7 +191,7 @@ def test_revert_with_neither_recipes_nor_all_is_a_usage_error(tree, patchkit_hom
         assert "Traceback" not in result.output
     assert snapshot(root) == patched
     with pytest.raises(PatchkitError, match="say which recipes to revert, or --all"):
-        api.revert([])
+        patchkit.revert([])
 
 
 def test_usage_errors_exit_2():
@@ -384,3 +384,36 @@ def test_apply_warns_when_the_target_is_patchkits_own_dependency(tmp_path, packa
 
 def test_apply_to_a_training_package_gives_no_such_warning(tree):
     assert "own code or one of its dependencies" not in run("apply", "verl-fsdp-update", "--root", str(tree("verl-0.6"))).stderr
+
+
+def test_every_command_is_declared_beside_what_it_says_and_attached_one_way():
+    """Each cli module declares its commands; commands.py attaches every one of them through COMMANDS and
+    declares none itself; --ray is always the one decorator's (no command reads the address itself)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import click
+
+    from patchkit.cli import commands
+
+    folder = Path(commands.__file__).parent
+    declared = {}
+    for path in sorted(folder.glob("*.py")):
+        module = importlib.import_module(f"patchkit.cli.{path.stem}")
+        declared.update({value.name: value for value in vars(module).values()
+                         if isinstance(value, click.Command) and value is not main})
+        text = path.read_text(encoding="utf-8")
+        calls = {n.func.attr for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute)}
+        if path.name != "commands.py":
+            assert "add_command" not in calls, f"{path.name} attaches a command itself"
+        if path.name != "options.py":
+            assert "ray_address" not in text, f"{path.name} reads --ray itself instead of through ray_option"
+    assert set(commands.COMMANDS) == set(declared.values()) and main.commands == declared
+    assert not [v for v in vars(commands).values() if isinstance(v, click.Command) and v is not main
+                and v not in commands.COMMANDS]
+    ray = {name: [p for p in command.params if "--ray" in p.opts] for name, command in main.commands.items()}
+    assert {name for name, found in ray.items() if found} == {"diff", "apply", "revert", "status", "traces",
+                                                             "collect", "capture"}
+    assert {(p.metavar, p.name) for found in ray.values() for p in found} == {("ADDRESS", "ray_address")}

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli import patch as cli_patch
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.state.ledger import Ledger
 from patchkit.core.outcome import FileOutcome, Outcome
@@ -53,7 +53,7 @@ def test_declined_in_review_says_not_written_and_exits_1(tree):
 def test_status_starts_each_row_with_its_state(tree, change, first):
     root = tree("verl-0.6")
     original = (root / DP).read_bytes()
-    api.apply(api.load(R), str(root))
+    patchkit.apply(patchkit.load(R), str(root))
     if change == "edit":
         (root / DP).write_bytes((root / DP).read_bytes() + b"# mine\n")
     elif change == "reinstall":
@@ -69,14 +69,14 @@ def test_status_starts_each_row_with_its_state(tree, change, first):
 
 def test_status_says_when_the_backup_is_gone_and_when_there_is_no_record(tree, tmp_path, patchkit_home):
     root = tree("verl-0.6")
-    api.apply(api.load(R), str(root))
+    patchkit.apply(patchkit.load(R), str(root))
     shutil.rmtree(patchkit_home / "backups")
     [line] = run("status").stdout.splitlines()
     assert line.endswith("(verl 0.6.1)  [backup missing or corrupted: revert takes the marked lines out]")
     other = tmp_path / "other"
     shutil.copytree(FIXTURES / "verl-0.6", other)
-    api.revert([R])
-    api.apply(api.load(R), str(other), ledger=Ledger(tmp_path / "another-home"))
+    patchkit.revert([R])
+    patchkit.apply(patchkit.load(R), str(other), ledger=Ledger(tmp_path / "another-home"))
     [line] = run("status", "--root", other).stdout.splitlines()
     assert line == (f"applied (no record)  {R}  {(other / DP).resolve()}  (verl 0.6.1)  "
                     f"[no record under {patchkit_home}: revert takes the marked lines out, without a backup]")
@@ -84,7 +84,7 @@ def test_status_says_when_the_backup_is_gone_and_when_there_is_no_record(tree, t
 
 def test_revert_says_each_files_outcome_with_the_line_force_kept(tree, tmp_path):
     root = tree("verl-0.6")
-    api.apply(api.load(R), str(root), ledger=Ledger(tmp_path / "another-home"))
+    patchkit.apply(patchkit.load(R), str(root), ledger=Ledger(tmp_path / "another-home"))
     (root / DP).write_text((root / DP).read_text() + "x = 1  # was patchkit:verl-fsdp-update\n")
     last = len((root / DP).read_text().splitlines())
     result = run("revert", "--all", "--root", root, "--force")

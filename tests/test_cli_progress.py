@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import click
 from click.testing import CliRunner
 
-from patchkit.cli.progress import Bar, bar, is_terminal, size_text
+from patchkit.cli import progress as cli_progress
+from patchkit.cli.progress import EVERY, Bar, bar, is_terminal, size_text
 from patchkit.core.progress import BYTES
 
 from progress_helpers import Terminal
@@ -78,14 +80,17 @@ def test_items_from_others_files_are_escaped():
 
 def test_a_large_trace_is_not_drawn_at_every_chunk(monkeypatch):
     out = io.StringIO()
+    now = [0.0]
+    monkeypatch.setattr(cli_progress, "time", SimpleNamespace(monotonic=lambda: now[0]))  # its clock, moved by hand
     shown = Bar(Terminal(out))
     shown.start(10_000, "reading", BYTES)
     calls = []
     real = shown._draw
     monkeypatch.setattr(shown, "_draw", lambda: (calls.append(1), real()))
-    for _ in range(9_999):
+    for n in range(9_999):
+        now[0] = (n // 1000) * 2 * EVERY  # a thousand chunks, then twice EVERY seconds later the next thousand
         shown.advance(1)
-    assert len(calls) < 100  # a drawing every EVERY seconds
+    assert len(calls) == 9  # one drawing every EVERY seconds, not one per chunk
     shown.advance(1)  # the last one is drawn at once: the bar ends full
     assert calls and "10000 B" not in out.getvalue() and "9.8 KiB/9.8 KiB" in out.getvalue()
 

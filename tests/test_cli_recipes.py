@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from patchkit.cli.commands import main
+from patchkit.core.vocabulary import SETTING
 from patchkit.recipe.load import all_recipes
 
 from conftest import RECIPES
@@ -69,3 +72,56 @@ def test_test_says_pass_or_fail_per_example_and_the_total_on_stdout(tmp_path):
     assert lines[0] == "PASS probe: holds"
     assert lines[1].startswith(f"FAIL {path}:") and lines[1].endswith("probe: does not: the output differs from `after`:")
     assert run("test", "verl-fsdp-update").stdout.endswith(" passed, 0 failed\n")
+
+
+SETTING_LINE = re.compile(r"^(?:  ([a-z_]+\.[a-z0-9_]+): (.*)|(backend):  (\S+)|option (\w+) = (\S+)  \(choices: .*)$")
+
+
+def printed_settings(text: str) -> list:
+    """Every ``KEY: VALUE`` show printed (settings, the backend, the options), as ``KEY=VALUE`` arguments."""
+    found = []
+    for line in text.splitlines():
+        m = SETTING_LINE.match(line)
+        if m:
+            key, value = next((m.group(i), m.group(i + 1)) for i in (1, 3, 5) if m.group(i))
+            found.append(f"{key}={value}")
+    return found
+
+
+@pytest.mark.parametrize("recipe", [s.id for s in all_recipes()])
+def test_every_value_show_prints_is_one_the_command_line_takes_back(recipe):
+    """What show prints is what a user copies into KEY=VALUE: each value is read back as the same setting
+    (none, not None; true, not True), and the recipe shown with all of them given is the recipe shown."""
+    shown = run("show", recipe).stdout
+    typed = printed_settings(shown)
+    settings = next(s for s in all_recipes() if s.id == recipe)
+    every = {SETTING[k].key if k in SETTING else k for k in settings.runtime_settings()}
+    every |= {o.name for o in settings.recipe.options}
+    assert {t.split("=")[0] for t in typed} == every  # every setting and option, each once
+    for one in typed:
+        assert run("show", recipe, one).stdout == shown, one
+    assert run("show", recipe, *typed).stdout == shown
+
+
+@pytest.mark.parametrize("schedule, left_out", [
+    ("{wait: 2, active: 3}", ""),
+    ("{steps: [1, 4]}", "schedule.wait"),
+    ("{trigger: manual}", "schedule.steps"),
+])
+def test_show_prints_the_schedule_keys_in_use_each_typed_back_unchanged(tmp_path, schedule, left_out):
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(PROBE + f"schedule: {schedule}\n")
+    shown = run("show", recipe).stdout
+    typed = printed_settings(shown)
+    assert not left_out or f"{left_out}=" not in " ".join(typed)
+    for one in typed:
+        assert run("show", recipe, one).stdout == shown, one
+    assert run("show", recipe, *typed).stdout == shown
+
+
+def test_a_value_yaml_would_read_otherwise_is_shown_quoted(tmp_path):
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(PROBE + "profiler: {save_path: 'yes'}\n")
+    shown = run("show", recipe).stdout
+    assert "  profiler.save_path: 'yes'\n" in shown and "  profiler.gc_detect_threshold: none\n" in shown
+    assert run("show", recipe, "profiler.save_path='yes'").stdout == shown

@@ -146,6 +146,18 @@ def test_without_a_command_it_is_a_usage_error(tmp_path, site):
     assert done.returncode == 2 and "give the command to run after --" in done.stderr
 
 
+def test_a_python_that_ignores_the_hook_is_named_before_it_starts_and_env_i_is_refused(tmp_path, site):
+    done = run(tmp_path, site, WINDOW, [sys.executable, "-I", "-c", "print('ran')"])
+    assert done.returncode == 0 and done.stdout == "ran\n"
+    warning = done.stderr.index("warning: `" + Path(sys.executable).name + " -I`: -I (isolated mode) ignores PYTHONPATH")
+    assert warning < done.stderr.index("patching verl.workers.actor.dp_actor in memory")
+    assert "hint: drop -I from the command, or profile with the files patched instead" in done.stderr
+    refused = run(tmp_path, site, WINDOW, ["env", "-i", sys.executable, "-c", "print('ran')"])
+    assert refused.returncode == 1 and refused.stdout == "" and "patching" not in refused.stderr
+    assert "error: <command line>: `env -i` starts the command with an empty environment, without PYTHONPATH and " \
+           "PATCHKIT_RUN: nothing would be patched or recorded" in refused.stderr
+
+
 RAY_JOB = textwrap.dedent("""\
     import json, sys
     import ray

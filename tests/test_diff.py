@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from patchkit import api
+import patchkit
 from patchkit.engine.diff import NO_EOL, unified
 from patchkit.engine.marks import split_lines
 
@@ -164,7 +164,7 @@ def test_sample_and_fixture_files_with_lines_inserted_here_and_there_show_insert
     (DEMO / "sample", "verl-fsdp-update"),
 ])
 def test_recipes_diffs_are_insertions_that_git_apply_takes(fixture, recipe, tmp_path):
-    plan = api.plan(api.load(recipe), str(FIXTURES / fixture))
+    plan = patchkit.plan(patchkit.load(recipe), str(FIXTURES / fixture))
     changed = [f for f in plan.files if f.changes]
     assert changed
     for f in changed:

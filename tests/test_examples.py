@@ -75,8 +75,26 @@ def test_every_built_in_example_passes():
     ("class Trainer:\n    def step(self):\n        pass\n", ["Trainer.step"]),
     ("class Other:\n    pass\n", None),
     ("def (:\n", None),
+    ("@dataclass\nclass Trainer:\n    async def step(self):\n        pass\n", ["Trainer.step"]),
 ])
 def test_example_points_are_those_whose_class_the_example_defines(tmp_path, source, expected):
     settings = recipe(tmp_path, unchanged=True)
     points = examples.example_points(settings, source)
     assert (None if points is None else [f"{p.cls}.{p.method}" for p in points]) == expected
+
+
+def test_the_engine_reads_code_on_libcst_s_tree_only():
+    """The engine finds code with libcst (the tree the codemod writes): no module of it parses with ``ast``,
+    whose tree would disagree with libcst's on what a file defines (a decorated class, an async def)."""
+    import ast
+    from pathlib import Path
+
+    engine = Path(examples.__file__).resolve().parent
+    parsing = []
+    for path in sorted(engine.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "ast" or n.startswith("ast.") for n in names):
+                parsing.append(path.relative_to(engine).as_posix())
+    assert not parsing, f"engine modules that parse with ast: {parsing}"

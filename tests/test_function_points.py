@@ -11,7 +11,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
+from patchkit.engine.examples import example_points
 from patchkit.cli.commands import main
 from patchkit.engine.lines import header_lines
 from patchkit.engine.codemod import strip, transform
@@ -235,10 +236,10 @@ def test_example_points_picks_function_points_an_example_defines(tmp_path):
         - {class: Trainer, method: train, at: method_start}
         - {function: fetch, at: method_end}
         """)
-    assert [p.scope for p in api.example_points(s, "def train():\n    pass\n")] == ["train"]
-    assert [p.scope for p in api.example_points(s, "class Trainer:\n    def train(self):\n        pass\n")] == ["Trainer.train"]
-    assert [p.scope for p in api.example_points(s, "async def fetch():\n    pass\ndef train():\n    pass\n")] == ["train", "fetch"]
-    assert api.example_points(s, "def other():\n    pass\n") is None
+    assert [p.scope for p in example_points(s, "def train():\n    pass\n")] == ["train"]
+    assert [p.scope for p in example_points(s, "class Trainer:\n    def train(self):\n        pass\n")] == ["Trainer.train"]
+    assert [p.scope for p in example_points(s, "async def fetch():\n    pass\ndef train():\n    pass\n")] == ["train", "fetch"]
+    assert example_points(s, "def other():\n    pass\n") is None
 
 
 # ---------------------------------------------------------------- a recipe file with its own examples
@@ -340,7 +341,7 @@ examples:
 def test_a_recipe_files_function_point_examples_pass_patchkit_test(tmp_path):
     path = tmp_path / "plain-loop.yaml"
     path.write_text(RECIPE)
-    outcomes = api.run_examples(load_recipe(path))
+    outcomes = patchkit.run_examples(load_recipe(path))
     assert [(o.example.name, o.ok, o.message if not o.ok else "") for o in outcomes] == [
         (ex.name, True, "") for ex in load_recipe(path).recipe.examples]
     assert len(outcomes) == 5

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.core.errors import TargetError
 
@@ -99,7 +99,7 @@ def test_a_file_or_folder_linked_to_a_root_owned_copy_is_refused(trees, neighbou
     result = run("apply", "verl-fsdp-update", "--root", mine, code=1)
     assert "is reached through a symbolic link to" in result.stderr and f"outside {mine.resolve()}" in result.stderr
     assert f"--root {system.resolve()}" in result.stderr  # the way to patch that copy, if it is the one meant
-    assert snapshot(system) == before and api.status() == []
+    assert snapshot(system) == before and patchkit.status() == []
 
 
 @pytest.mark.parametrize("swapped", [DP, "verl/workers/actor"])
@@ -118,9 +118,9 @@ def test_a_file_or_folder_swapped_for_a_link_while_apply_plans_is_never_written_
         return True
 
     with pytest.raises(TargetError) as info:
-        api.apply_recipe("verl-fsdp-update", root=str(mine), review=swap)
+        patchkit.apply_recipe("verl-fsdp-update", root=str(mine), review=swap)
     assert "is now a symbolic link" in info.value.message
-    assert snapshot(system) == before and api.status() == []
+    assert snapshot(system) == before and patchkit.status() == []
     moved = mine / (swapped + ".orig")
     assert (moved if moved.is_file() else moved / "dp_actor.py").read_bytes() == planned[DP]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import api
+import patchkit
 from patchkit.demo.runner import SAMPLE
 
 from doubles import npu_double_env
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 def patched(tmp_path, recipe, *overrides):
     site = tmp_path / "site"
     shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
-    outcomes = api.apply(api.load(recipe, list(overrides)), str(site))
+    outcomes = patchkit.apply(patchkit.load(recipe, list(overrides)), str(site))
     assert [o.state for o in outcomes] == ["patched"]
     return site
 

@@ -10,14 +10,16 @@ and each layer's ``__init__`` names its modules (a folder of modules found by
 walking it, :data:`PLUGINS`, says so once instead).
 
 ``patchkit/__init__.py`` names the public API; its names load their module on
-first use, so ``from . import NAME`` counts as importing that module.
-Imports by computed name (``importlib.import_module(variable)``) are not seen.
+first use, so ``from . import NAME``, and ``patchkit.NAME`` in a module that
+imports ``patchkit``, count as importing that module.  Imports by computed
+name (``importlib.import_module(variable)``) are not seen.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -74,6 +76,9 @@ def imports(name: str, path: Path, known: Dict[str, Path]) -> Set[str]:
                     targets.append(f"patchkit.{patchkit._EXPORTS[alias.name]}")
                 else:
                     targets.append(base)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "patchkit" \
+                and node.attr in patchkit._EXPORTS:  # `import patchkit` ... `patchkit.apply_recipe(...)`
+            targets = [f"patchkit.{patchkit._EXPORTS[node.attr]}"]
         else:
             continue
         for target in targets:
@@ -129,11 +134,12 @@ def test_the_walk_sees_lazy_imports_and_names_of_the_package(tmp_path):
     ``patchkit/__init__`` loads on use, and find a cycle through them."""
     edges = graph()
     assert "patchkit.engine.codemod" in edges["patchkit.state.planning"]  # imported inside a function only
-    assert "patchkit.cli.cluster" in edges["patchkit.cli.commands"]  # the same
+    assert "patchkit.cluster.gather" in edges["patchkit.cli.traces"]  # the same
     assert edges["patchkit"] == set()  # the package imports nothing until a name is used
     probe = tmp_path / "probe.py"
-    probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, api\n")
-    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit.api"}
+    probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, _api\n\n"
+                     "def called():\n    import patchkit\n    return patchkit.apply_recipe, patchkit.__version__\n")
+    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit._api"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
     kinds = "patchkit.recipe.kinds"  # found by walking: the package imports its kinds by computed name only
@@ -183,6 +189,25 @@ def test_only_the_command_line_prints():
                 assert called not in ("print", "echo", "secho", "prompt", "confirm"), f"{path.name}:{node.lineno} prints"
 
 
+# The layers above the API, which call it through its public names (patchkit.NAME); every other module imports the
+# module that defines what it uses, so the face is never a way round the layers.
+ABOVE_THE_API = ("patchkit.cli", "patchkit.demo", "patchkit.cluster", "patchkit.api")
+
+
+def test_only_the_layers_above_the_api_use_its_public_names():
+    faced = []
+    for name, path in modules().items():
+        if name.startswith(ABOVE_THE_API) or name == "patchkit":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "patchkit" and not node.level:
+                faced += [f"{name}: {a.name}" for a in node.names if a.name in patchkit._EXPORTS]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "patchkit" \
+                    and node.attr in patchkit._EXPORTS:
+                faced.append(f"{name}: patchkit.{node.attr}")
+    assert not faced, f"modules below the API that reach it through patchkit's names: {faced}"
+
+
 # Modules still over the size, each with its ceiling; every other module stays within about 300 lines.
 ABOUT = 320
 LARGER: dict = {}  # module -> a ceiling above ABOUT, for a module that cannot be split yet (none today)
@@ -197,6 +222,8 @@ def test_modules_stay_small():
 # Modules whose tests live in a module named for what they are tested through, with the reason.
 TESTED_IN = {
     "patchkit": "test_api",  # the public API it names
+    "patchkit._api": "test_api",  # the calls behind it, through the public names
+    "patchkit.api": "test_api",  # the deprecated second list of those names
     "patchkit.__main__": "test_cli_commands",  # `python -m patchkit` is the command line
     "patchkit.engine.points.scan": "test_points",  # what a scan holds, and where lines go on libcst's tree
     "patchkit.engine.points.positions": "test_points",
@@ -242,3 +269,39 @@ def home_of_a_module_fixture():
 def test_the_suite_never_uses_the_machine_s_own_patchkit_home(home_of_a_module_fixture):
     """Module fixtures (a two-rank run, a Ray cluster) apply recipes before any test's own home is set."""
     assert "pytest" in home_of_a_module_fixture and "session-home" in home_of_a_module_fixture
+
+
+# What an assertion of the suite may not order: a clock read, or a number measured in a run (a trace's step time).
+CLOCKS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "process_time"}
+MEASURED = re.compile(r"(_us|_ms|_ns|_seconds)(_per_step)?$|duration|elapsed")
+
+
+def _measured(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in CLOCKS:
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and MEASURED.search(n.value):
+            return True
+        if isinstance(n, ast.Name) and MEASURED.search(n.id):
+            return True
+    return False
+
+
+def timed_assertions(source: str) -> List[int]:
+    """The lines of ``source`` whose ``assert`` orders (<, >, <=, >=) a clock read or a measured duration."""
+    order = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+    return [a.lineno for a in ast.walk(ast.parse(source)) if isinstance(a, ast.Assert)
+            for c in ast.walk(a.test) if isinstance(c, ast.Compare) and any(isinstance(o, order) for o in c.ops)
+            and _measured(c)]
+
+
+def test_no_assertion_of_the_suite_depends_on_how_fast_the_machine_is():
+    """A loaded machine makes any run slow and any of two runs the quicker: the suite asserts what was computed
+    (which number came from where, their difference), never that a measured time is under a bound or above
+    another.  A wait is driven by a clock the test moves, or guarded by a subprocess timeout, not asserted."""
+    tests = Path(__file__).resolve().parent
+    found = {f"{path.relative_to(tests)}:{line}" for path in sorted(tests.rglob("*.py"))
+             for line in timed_assertions(path.read_text(encoding="utf-8"))}
+    assert not found, f"assertions on measured time: {sorted(found)}"
+    assert timed_assertions("assert time.monotonic() - t0 < 5\nassert r['b_mean_step_us'] > r['a_mean_step_us']\n"
+                            "assert elapsed <= 3\nassert r['delta_us'] == 2.0\nassert n > 3\n") == [1, 2, 3]

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from patchkit import api
+import patchkit
 from patchkit.core.errors import LockedError
 from patchkit.state.ledger import Ledger, sha256
 
@@ -54,12 +54,12 @@ def test_the_lock_is_exclusive_and_times_out_with_a_clear_error(tmp_path):
 def test_a_hand_edit_after_apply_is_kept_by_revert(tree):
     root = tree("verl-0.6")
     original = (root / DP).read_text()
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     patched = (root / DP).read_text()
     edited = patched.replace("class DataParallelPPOActor", "# my note\nclass DataParallelPPOActor", 1)
     (root / DP).write_text(edited)
-    assert [s.state for s in api.status()] == ["edited since apply"]
-    [outcome] = api.revert(["verl-fsdp-update"])
+    assert [s.state for s in patchkit.status()] == ["edited since apply"]
+    [outcome] = patchkit.revert(["verl-fsdp-update"])
     assert outcome.state == "reverted, edits kept"
     assert (root / DP).read_text() == original.replace("class DataParallelPPOActor", "# my note\nclass DataParallelPPOActor", 1)
 
@@ -67,23 +67,23 @@ def test_a_hand_edit_after_apply_is_kept_by_revert(tree):
 def test_a_reinstalled_file_is_left_alone_and_the_record_cleaned(tree):
     root = tree("verl-0.6")
     original = (root / DP).read_bytes()
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     upstream = original + b"\n# a newer release\n"
     (root / DP).write_bytes(upstream)
-    assert [s.state for s in api.status()] == ["replaced (reinstalled?)"]
-    [outcome] = api.revert([], everything=True)
+    assert [s.state for s in patchkit.status()] == ["replaced (reinstalled?)"]
+    [outcome] = patchkit.revert([], everything=True)
     assert outcome.state == "replaced"
     assert (root / DP).read_bytes() == upstream
-    assert api.status() == []
+    assert patchkit.status() == []
 
 
 def test_revert_with_a_corrupted_backup_still_restores_by_taking_the_lines_out(tree, patchkit_home):
     root = tree("verl-0.6")
     before = snapshot(root)
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     for backup in (patchkit_home / "backups").iterdir():
         backup.write_bytes(b"garbage")
-    api.revert([], everything=True)
+    patchkit.revert([], everything=True)
     assert snapshot(root) == before
 
 
@@ -92,7 +92,7 @@ def test_ledger_that_is_not_json_is_reported_with_its_path(patchkit_home):
     from patchkit.core.errors import LedgerError
 
     with pytest.raises(LedgerError) as info:
-        api.status()
+        patchkit.status()
     assert str(patchkit_home / "ledger.json") in info.value.render()
     assert os.path.exists(patchkit_home / "ledger.json")
 
@@ -104,8 +104,8 @@ def test_a_change_left_half_written_is_reported_by_status_and_put_back_by_the_ne
 
     root = tree("verl-0.6")
     before = snapshot(root)
-    settings = api.load("verl-fsdp-update")
-    plan = api.plan(settings, str(root))
+    settings = patchkit.load("verl-fsdp-update")
+    plan = patchkit.plan(settings, str(root))
     [f] = plan.files
     ledger = Ledger()
     # what a process killed right after writing the file leaves behind: the journal entry and the new bytes
@@ -141,7 +141,7 @@ def test_stale_compiled_copies_are_dropped_and_owner_and_mode_kept(tree):
     target.chmod(0o640)
     if os.getuid() == 0:
         os.chown(target, 1234, 2345)
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     assert not stale.exists()
     st = target.stat()
     assert st.st_mode & 0o777 == 0o640
@@ -152,7 +152,7 @@ def test_stale_compiled_copies_are_dropped_and_owner_and_mode_kept(tree):
 def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
     root = tree("verl-0.6")
     before = snapshot(root)
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     text = (root / DP).read_text()
     edited = text.replace('_patchkit_runtime.step("verl-fsdp-update")  # patchkit:verl-fsdp-update',
                           '_patchkit_runtime.step("verl-fsdp-update")  # patchkit:verl-fsdp-update, mine')
@@ -161,10 +161,10 @@ def test_a_patchkit_line_edited_by_hand_makes_revert_refuse_unless_forced(tree):
     from patchkit.core.errors import LedgerError
 
     with pytest.raises(LedgerError) as info:
-        api.revert(["verl-fsdp-update"])
+        patchkit.revert(["verl-fsdp-update"])
     assert "still refers to patchkit" in info.value.message and "--force" in info.value.hint
     assert (root / DP).read_text() == edited  # nothing changed
-    [outcome] = api.revert(["verl-fsdp-update"], force=True)
+    [outcome] = patchkit.revert(["verl-fsdp-update"], force=True)
     assert outcome.state == "reverted, edits discarded (--force)"
     assert snapshot(root) == before
 
@@ -174,14 +174,14 @@ def test_revert_names_the_edited_line_by_its_number_in_the_file_on_disk(tree):
     from patchkit.core.errors import LedgerError
 
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     lines = (root / DP).read_text().splitlines(keepends=True)
     number = next(n for n, ln in enumerate(lines, 1) if '_patchkit_runtime.step("verl-fsdp-update")' in ln)
     lines[number - 1] = lines[number - 1].replace("  # patchkit:verl-fsdp-update", "  # patchkit:verl-fsdp-update (moved)")
     (root / DP).write_text("".join(lines))
     assert sum("# patchkit:" in ln for ln in lines[: number - 1]) >= 2  # the header lines come before it
     with pytest.raises(LedgerError) as info:
-        api.revert(["verl-fsdp-update"])
+        patchkit.revert(["verl-fsdp-update"])
     assert info.value.where.line == number, info.value.render()
     assert f"line {number} still refers to patchkit" in info.value.message
     assert info.value.render().startswith(f"{root / DP}:{number}: ")
@@ -199,20 +199,20 @@ def test_backups_no_record_needs_are_deleted(tree, tmp_path, patchkit_home):
     shutil.copytree(one, two)  # the same original bytes: one backup, named by two records
     original = (one / DP).read_bytes()
     megatron = (one / "verl/workers/actor/megatron_actor.py").read_bytes()
-    api.apply(api.load("verl-fsdp-update"), str(one))
-    api.apply(api.load("verl-fsdp-update"), str(two))
-    api.apply(api.load("verl-megatron-update"), str(one))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(one))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(two))
+    patchkit.apply(patchkit.load("verl-megatron-update"), str(one))
     assert _backups(patchkit_home) == {sha256(original), sha256(megatron)}
-    api.apply(api.load("verl-fsdp-update", ["schedule.wait=3"]), str(one))  # the journal's copy of the old bytes goes
+    patchkit.apply(patchkit.load("verl-fsdp-update", ["schedule.wait=3"]), str(one))  # the journal's copy of the old bytes goes
     assert _backups(patchkit_home) == {sha256(original), sha256(megatron)}
 
-    api.revert(["verl-megatron-update"], root=str(one))
+    patchkit.revert(["verl-megatron-update"], root=str(one))
     assert _backups(patchkit_home) == {sha256(original)}
-    api.revert(["verl-fsdp-update"], root=str(one))
+    patchkit.revert(["verl-fsdp-update"], root=str(one))
     assert _backups(patchkit_home) == {sha256(original)}  # still named by the record of the second copy
 
     (two / DP).write_bytes(original + b"\n# reinstalled\n")  # replaced: the record is cleaned, its backup goes too
-    [outcome] = api.revert([], everything=True)
+    [outcome] = patchkit.revert([], everything=True)
     assert outcome.state == "replaced"
     assert _backups(patchkit_home) == set()
 
@@ -224,11 +224,11 @@ def test_backups_of_a_ledger_moved_aside_are_kept(tree, tmp_path, patchkit_home)
 
     shutil.copytree(one, two)
     (two / DP).write_bytes((two / DP).read_bytes() + b"\n# another copy\n")
-    api.apply(api.load("verl-fsdp-update"), str(one))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(one))
     kept = _backups(patchkit_home)
     (patchkit_home / "ledger.json").rename(patchkit_home / "ledger.json.aside")
-    api.apply(api.load("verl-fsdp-update"), str(two))  # a fresh ledger writes and cleans up after itself
-    api.revert([], everything=True, root=str(two))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(two))  # a fresh ledger writes and cleans up after itself
+    patchkit.revert([], everything=True, root=str(two))
     assert kept <= _backups(patchkit_home)  # the aside ledger's backup is still there
 
 
@@ -237,7 +237,7 @@ def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patc
     so the backup it needs for the next revert must still be there."""
     root = tree("verl-0.6")
     original = snapshot(root)
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     patched = snapshot(root)
     kept = _backups(patchkit_home)
     real_save = Ledger.save
@@ -251,18 +251,18 @@ def test_a_backup_outlives_a_revert_killed_before_its_ledger_is_saved(tree, patc
 
     monkeypatch.setattr(Ledger, "save", killed_on_the_last_save)
     with pytest.raises(KeyboardInterrupt):
-        api.revert([], everything=True)
+        patchkit.revert([], everything=True)
     monkeypatch.setattr(Ledger, "save", real_save)
     assert snapshot(root) == original and saves[0] is not None
     assert kept <= _backups(patchkit_home)  # nothing deleted: the ledger on disk still records the patch
 
-    assert [s.state for s in api.status()] == ["interrupted"]  # reported, not put back, by a read
+    assert [s.state for s in patchkit.status()] == ["interrupted"]  # reported, not put back, by a read
     assert snapshot(root) == original
     led = Ledger()
     with led.locked():  # what apply and revert do first: the patched file is put back
         assert led.recovered
     assert snapshot(root) == patched
-    api.revert([], everything=True)
+    patchkit.revert([], everything=True)
     assert snapshot(root) == original
     assert _backups(patchkit_home) == set()
 
@@ -273,19 +273,19 @@ def test_reverting_a_recipe_whose_id_begins_another_leaves_the_other_alone(tree,
     original = (root / DP).read_bytes()
     mine = tmp_path / "verl-fsdp.yaml"
     mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace("id: verl-fsdp-update", "id: verl-fsdp"))
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     with_update = (root / DP).read_bytes()
-    api.apply(api.load(str(mine)), str(root))
-    api.revert(["verl-fsdp"], root=str(root))
+    patchkit.apply(patchkit.load(str(mine)), str(root))
+    patchkit.revert(["verl-fsdp"], root=str(root))
     assert (root / DP).read_bytes() == with_update
-    api.revert(["verl-fsdp-update"], root=str(root))
+    patchkit.revert(["verl-fsdp-update"], root=str(root))
     assert (root / DP).read_bytes() == original
 
 
 def test_restore_records_puts_each_record_back_or_drops_a_new_one(tree, tmp_path):
     root = tree("verl-0.6")
     led = Ledger(tmp_path / "home")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=led)
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=led)
     with led.locked():
         [key] = led.files
         before = {key: led.files[key].to_json(), "/site/new.py": None}

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchkit import api
+import patchkit
 from patchkit.state.ledger import Ledger, sha256
 from patchkit.cluster.node import NodeResult, NodeState, on_node
 from patchkit.core.outcome import Outcome
@@ -48,7 +48,7 @@ def test_plan_says_what_would_change_and_carries_the_patch(tree, patchkit_home):
     assert (r.node_id, r.ip, r.node, r.ok, r.home) == (NODE, "10.0.0.7", f"{NODE[:12]} (10.0.0.7)", True, str(patchkit_home))
     assert r.state is NodeState.WOULD_CHANGE and r.recipe == R and r.root == str(root.resolve())
     assert r.message == f"1 file(s) would change, 0 already applied (verl 0.6.1 in {root.resolve()})"
-    assert r.diff == api.plan(api.load(R), str(root)).diff()
+    assert r.diff == patchkit.plan(patchkit.load(R), str(root)).diff()
     assert snapshot(root) == before
 
 
@@ -63,7 +63,7 @@ def test_apply_then_again_then_with_other_settings(tree):
     assert r.message == f"{DP} in {root.resolve()}; traces go to ./outputs/patchkit/{R}"
     r = run("apply", **recipe_args(root, "schedule.wait=3"))
     assert r.state is NodeState.UPDATED
-    assert r.previous == {str((root / DP).resolve()): {"overrides": [], "recipe_path": api.load(R).recipe.path}}
+    assert r.previous == {str((root / DP).resolve()): {"overrides": [], "recipe_path": patchkit.load(R).recipe.path}}
 
 
 def test_rollback_puts_the_earlier_settings_back_or_reverts(tree):
@@ -98,7 +98,7 @@ def test_status_sends_the_rows_status_json_writes(tree):
     assert (r.state, r.files, r.message, r.recipe) == (NodeState.NOTHING_APPLIED, [], "", "")
     run("apply", **recipe_args(root))
     r = run("status", label="", root=None)
-    assert r.files == [row.to_json() for row in api.status()]
+    assert r.files == [row.to_json() for row in patchkit.status()]
     assert (r.state, r.message, r.recipe) == ("applied", "1 file(s)", R)
 
 
@@ -113,8 +113,8 @@ def test_a_failure_on_the_node_comes_back_as_data(tree, tmp_path):
 def test_a_change_put_back_after_a_killed_run_is_said(tree, patchkit_home):
     root = tree("verl-0.6")
     original = (root / DP).read_bytes()
-    settings = api.load(R)
-    [f] = api.plan(settings, str(root)).files
+    settings = patchkit.load(R)
+    [f] = patchkit.plan(settings, str(root)).files
     led = Ledger()
     with led.locked():  # a run killed after its journal was saved and the file written
         led.pending = {"files": [{"path": str(f.path), "old": led.backup(original), "new": sha256(f.new_bytes())}],

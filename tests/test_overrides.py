@@ -23,7 +23,7 @@ def test_sections_backend_and_options_are_set_and_remembered_as_typed():
 
 
 def test_other_tools_key_names_are_taken_as_typed_for_the_loader_to_read():
-    """verl's tool_config.npu.KEY is profiler.KEY; other names stay as written (patchkit.recipe.normalise reads
+    """verl's tool_config.npu.KEY is profiler.KEY; other names stay as written (patchkit.recipe.respell reads
     them), and a name no table knows is refused with the nearest."""
     data, overridden, _ = apply_overrides(
         DATA, ["profiler.tool_config.npu.level=ProfilerLevel.Level1", "profiler.profile_with_memory=true"], OPTIONS)

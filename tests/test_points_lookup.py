@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.engine.codemod import transform
 from patchkit.core.errors import AnchorError
@@ -97,7 +97,7 @@ def test_the_hint_of_a_missing_name_reaches_the_error(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(BASE + "  - {class: Worker, method: execute_modle, at: method_start}\n")
     with pytest.raises(AnchorError) as info:
-        api.plan(load_recipe(path), str(tmp_path))
+        patchkit.plan(load_recipe(path), str(tmp_path))
     assert info.value.where.path == str(tmp_path / "pkg" / "mod.py") and info.value.where.line == 1
     assert f"named by the recipe at {path}:6:5" in info.value.message
     assert info.value.hint.startswith("did you mean `method: execute_model`")
@@ -119,7 +119,7 @@ def test_a_typo_in_a_copied_recipe_names_both_files_on_a_real_wheel(tmp_path, ri
     recipe = tmp_path / f"{rid}.yaml"
     recipe.write_text(text)
     line = text[:text.index(typo)].count("\n")  # the point's first key is on the line above the typo
-    target = (root / api.load(rid).recipe.target.files[0]).resolve()
+    target = (root / patchkit.load(rid).recipe.target.files[0]).resolve()
 
     out = CliRunner().invoke(main, ["diff", str(recipe), "--root", str(root)])
     assert out.exit_code == 1

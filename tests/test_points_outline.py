@@ -13,7 +13,7 @@ from patchkit.engine.codemod import transform
 from patchkit.engine.points.lookup import Missing
 from patchkit.engine.points.outline import outline, scope_of
 from patchkit.recipe.load import load_recipe
-from patchkit.recipe.spec import spell
+from patchkit.authoring.spec import spell
 
 import realwheels
 

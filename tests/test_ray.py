@@ -191,11 +191,11 @@ def test_ray_flag_without_ray_says_how_to_install_it(monkeypatch):
 
 def test_status_and_revert_find_lines_no_nodes_record_explains_and_root_reaches_every_node(nodes, patchkit_home):
     """Patched from the driver under its own PATCHKIT_HOME: no node has a record of it, each still sees it."""
-    from patchkit import api
+    import patchkit
 
     address, a, b = nodes
     before = snapshot(a.root)
-    api.apply(api.load(RECIPE), str(a.root))  # the driver's ledger, not a node's
+    patchkit.apply(patchkit.load(RECIPE), str(a.root))  # the driver's ledger, not a node's
     data = {d["node_id"]: d for d in json.loads(run("status", "--ray", address, "--json").stdout)["nodes"]}
     assert [(f["path"], f["state"], f["backup"]) for f in data[a.id]["files"]] == [(str(a.target), "applied (no record)", None)]
     assert data[b.id]["files"] == []  # b looks in its own PATCHKIT_ROOT

@@ -16,7 +16,7 @@ import shutil
 import pytest
 from packaging.version import Version
 
-from patchkit import api
+import patchkit
 from patchkit.core.errors import AnchorError, TargetError
 from patchkit.recipe.versions import beyond, covers
 from patchkit.state.ledger import Ledger
@@ -27,7 +27,7 @@ from conftest import snapshot
 PAIRS = []  # the releases each recipe is proven on: the tests apply it there
 OUTSIDE = []  # older than its range: refused
 BEYOND = []  # newer than its range: patched where every point fits, else refused naming the recipe for it
-for _s in api.all_recipes():
+for _s in patchkit.all_recipes():
     _t = _s.recipe.target
     for _rel in realwheels.releases():
         if _rel.dist.replace("_", "-") != _t.distribution:
@@ -155,8 +155,8 @@ def _applies_in_place_and_reverts(tmp_path, recipe_id, dist, version, **checks):
         root = _root(tmp_path / option.replace("=", "-").replace(" ", "_") if option else tmp_path, dist, version)
         before = snapshot(root)
         ledger = Ledger(tmp_path / "state")
-        settings = api.load(recipe_id, option.split())
-        outcomes = api.apply(settings, str(root), ledger=ledger, **checks)
+        settings = patchkit.load(recipe_id, option.split())
+        outcomes = patchkit.apply(settings, str(root), ledger=ledger, **checks)
         assert [o.state for o in outcomes] == ["patched"]
         path = outcomes[0].path
         text = path.read_text(encoding="utf-8")
@@ -165,8 +165,8 @@ def _applies_in_place_and_reverts(tmp_path, recipe_id, dist, version, **checks):
         added = set(text.splitlines()) - set(before[outcomes[0].relpath].decode().splitlines())
         assert added and all(f"# patchkit:{recipe_id}" in line for line in added)
         _check_placement(recipe_id, option, tree)
-        assert [o.state for o in api.apply(settings, str(root), ledger=ledger, **checks)] == ["already applied"]
-        api.revert([recipe_id], ledger=ledger)
+        assert [o.state for o in patchkit.apply(settings, str(root), ledger=ledger, **checks)] == ["already applied"]
+        patchkit.revert([recipe_id], ledger=ledger)
         assert snapshot(root) == before
 
 
@@ -178,16 +178,16 @@ def test_recipe_applies_in_place_and_reverts_exactly(tmp_path, recipe_id, dist, 
 @pytest.mark.parametrize("recipe_id,dist,version", OUTSIDE, ids=[f"{r}@{v}" for r, d, v in OUTSIDE])
 def test_recipe_refuses_releases_older_than_its_range(tmp_path, recipe_id, dist, version):
     root = _root(tmp_path, dist, version)
-    settings = api.load(recipe_id)
+    settings = patchkit.load(recipe_id)
     with pytest.raises(TargetError) as info:
-        api.plan(settings, str(root))
+        patchkit.plan(settings, str(root))
     message = info.value.render()
     assert f"{settings.recipe.target.distribution} {version} is installed" in message
     assert settings.recipe.target.versions in message
     # the hint offers exactly the built-in recipes for this distribution whose range takes the version
-    taking = {s.id for s in api.all_recipes() if s.id != recipe_id and s.recipe.target.distribution ==
+    taking = {s.id for s in patchkit.all_recipes() if s.id != recipe_id and s.recipe.target.distribution ==
               settings.recipe.target.distribution and covers(s.recipe.target.versions, version)}
-    offered = {s.id for s in api.all_recipes() if f"{s.id} ({settings.recipe.target.distribution} " in info.value.hint}
+    offered = {s.id for s in patchkit.all_recipes() if f"{s.id} ({settings.recipe.target.distribution} " in info.value.hint}
     assert offered == taking, (offered, taking)
     instead = settings.recipe.target.instead
     if instead in taking:
@@ -203,9 +203,9 @@ def test_a_release_past_the_range_is_patched_by_its_structure_or_refused_naming_
     """What the recipe's own range does not prove: the same lines as with the check skipped and a note, or the
     release's layout refused naming a recipe that is proven there and names none back."""
     root = _root(tmp_path, dist, version)
-    settings = api.load(recipe_id)
+    settings = patchkit.load(recipe_id)
     try:
-        plan = api.plan(settings, str(root))
+        plan = patchkit.plan(settings, str(root))
     except AnchorError as exc:  # a point does not fit: refused where it is, saying the version is past the range
         assert exc.where.path.startswith(str(root.resolve()))
         assert f"({dist} {version}; {recipe_id} is proven on {settings.recipe.target.versions})" in exc.message
@@ -220,10 +220,10 @@ def test_a_release_past_the_range_is_patched_by_its_structure_or_refused_naming_
         if not target.instead:  # no built-in recipe covers what replaced it (verl's reward loop)
             return
         assert exc.hint.startswith(f"use {target.instead} (")
-        other = api.plan(api.load(target.instead), str(root))  # proven there: no note, no hint back
-        assert other.version_note == "" and other.files and not api.load(target.instead).recipe.target.instead
+        other = patchkit.plan(patchkit.load(target.instead), str(root))  # proven there: no note, no hint back
+        assert other.version_note == "" and other.files and not patchkit.load(target.instead).recipe.target.instead
         return
-    skipped = api.plan(settings, str(root), skip_version_check=True, strict_versions=True)
+    skipped = patchkit.plan(settings, str(root), skip_version_check=True, strict_versions=True)
     assert plan.diff() == skipped.diff() and plan.diff()
     assert plan.version_note.startswith(f"{dist} {version} is newer than the releases {recipe_id} is proven on")
     _applies_in_place_and_reverts(tmp_path / "placed", recipe_id, dist, version)  # where the proven releases have them
@@ -232,7 +232,7 @@ def test_a_release_past_the_range_is_patched_by_its_structure_or_refused_naming_
 def _newest_proven():
     """Each recipe with the newest release it is proven on, and the range it had the day before that release."""
     out = []
-    for s in api.all_recipes():
+    for s in patchkit.all_recipes():
         mine = sorted((v for r, d, v in PAIRS if r == s.id), key=Version)
         if mine:
             earlier = [v for v in mine if Version(v) < Version(mine[-1])]
@@ -250,7 +250,7 @@ def test_the_release_that_came_out_this_morning_is_patched_as_with_the_check_ski
 
     from patchkit.cli.commands import main
 
-    dist = api.load(recipe_id).recipe.target.distribution
+    dist = patchkit.load(recipe_id).recipe.target.distribution
     root = _root(tmp_path, dist, version)
     mine = _narrowed(tmp_path, recipe_id, day_before)
     before = snapshot(root)
@@ -268,8 +268,8 @@ def test_the_release_that_came_out_this_morning_is_patched_as_with_the_check_ski
 
 def _narrowed(tmp_path, recipe_id, versions, files=None):
     """A copy of a built-in recipe with another range (and candidate files), as a user would adapt one."""
-    text = (api.recipe_path(recipe_id)).read_text()
-    old = api.load(recipe_id).recipe.target.versions
+    text = (patchkit.recipe_path(recipe_id)).read_text()
+    old = patchkit.load(recipe_id).recipe.target.versions
     text = text.replace(f'versions: "{old}"', f'versions: "{versions}"')
     if files:
         head, sep, rest = text.partition("  files:\n")
@@ -278,7 +278,7 @@ def _narrowed(tmp_path, recipe_id, versions, files=None):
     path = tmp_path / "mine" / f"{recipe_id}.yaml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(text)
-    assert api.load(str(path)).recipe.target.versions == versions
+    assert patchkit.load(str(path)).recipe.target.versions == versions
     return path
 
 
@@ -286,16 +286,16 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
     """verl 0.4.1 is too old for verl-engine-update (0.6.1 and later): a recipe naming it as `instead` must not offer it."""
     root = _root(tmp_path, "verl", "0.4.1")
     mine = _narrowed(tmp_path, "verl-fsdp-update", ">=0.5,<0.8")
-    assert api.load(str(mine)).recipe.target.instead == "verl-engine-update"
+    assert patchkit.load(str(mine)).recipe.target.instead == "verl-engine-update"
     with pytest.raises(TargetError) as info:
-        api.plan(api.load(str(mine)), str(root))
+        patchkit.plan(patchkit.load(str(mine)), str(root))
     hint = info.value.hint
     assert "verl-engine-update" not in hint
     assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.4,<=0.7.1), verl-fsdp-logprob (verl "
             ">=0.4,<=0.7.1), verl-megatron-logprob (verl >=0.4,<=0.7.1), verl-megatron-update") in hint
     root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
     with pytest.raises(TargetError) as info:
-        api.plan(api.load(str(mine)), str(root))
+        patchkit.plan(patchkit.load(str(mine)), str(root))
     assert info.value.hint.startswith("use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version")
 
 
@@ -371,7 +371,7 @@ def test_vllm_ascend_main_shaped_checkout_with_the_real_worker(tmp_path):
 
 def test_vllm_ascend_0_9_1_patches_the_v1_worker_not_the_v0_one(tmp_path):
     root = _root(tmp_path, "vllm-ascend", "0.9.1")
-    plan = api.plan(api.load("vllm-ascend-decode"), str(root))
+    plan = patchkit.plan(patchkit.load("vllm-ascend-decode"), str(root))
     assert [f.relpath for f in plan.files] == ["vllm_ascend/worker/worker_v1.py"]
 
 
@@ -390,13 +390,13 @@ def test_the_readme_s_ranges_and_marks_apply_on_every_release_of_the_fsdp_actor(
     """The README's ranges-and-marks example (verl-fsdp-update plus three labelled points) on each real release."""
     import yaml
 
-    data = yaml.safe_load(api.recipe_path("verl-fsdp-update").read_text())
+    data = yaml.safe_load(patchkit.recipe_path("verl-fsdp-update").read_text())
     data.update(id="my-update", points=data["points"] + RANGE_POINTS)
     data.pop("examples")
     mine = tmp_path / "my-update.yaml"
     mine.write_text(yaml.safe_dump(data, sort_keys=False))
     root = _root(tmp_path, "verl", version)
-    plan = api.plan(api.load(str(mine), ["profiler.mstx=true"]), str(root))
+    plan = patchkit.plan(patchkit.load(str(mine), ["profiler.mstx=true"]), str(root))
     (f,) = plan.files
     text = f.result.text
     compile(text, str(f.path), "exec")

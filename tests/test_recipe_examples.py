@@ -7,40 +7,41 @@ import json
 import pytest
 import yaml
 
-from patchkit import api
+import patchkit
+from patchkit.engine.examples import example_points
 from patchkit.engine.codemod import strip, transform
 from patchkit.core.model import AlreadyApplied, Applied
 from patchkit.recipe import schema as recipe_schema
 
 from conftest import RECIPES
 
-CASES = [(s.id, i) for s in api.all_recipes() for i in range(len(s.recipe.examples))]
-CHANGING = [(s.id, i) for s in api.all_recipes() for i, ex in enumerate(s.recipe.examples) if ex.after is not None]
+CASES = [(s.id, i) for s in patchkit.all_recipes() for i in range(len(s.recipe.examples))]
+CHANGING = [(s.id, i) for s in patchkit.all_recipes() for i, ex in enumerate(s.recipe.examples) if ex.after is not None]
 
 
 def test_the_seed_recipes_are_built_in():
     assert {"vllm-ascend-decode", "sglang-forward", "verl-fsdp-logprob", "verl-fsdp-update",
-            "verl-megatron-update"} <= set(api.builtin_ids())
+            "verl-megatron-update"} <= set(patchkit.builtin_ids())
 
 
 def test_every_recipe_has_examples_with_a_change_and_an_unchanged_input():
-    for s in api.all_recipes():
+    for s in patchkit.all_recipes():
         kinds = {ex.after is None for ex in s.recipe.examples}
         assert False in kinds, f"{s.id} has no before/after example"
 
 
 @pytest.mark.parametrize("rid,index", CASES, ids=[f"{r}[{i}]" for r, i in CASES])
 def test_example(rid, index):
-    settings = api.load(rid)
-    outcome = api.run_examples(settings)[index]
+    settings = patchkit.load(rid)
+    outcome = patchkit.run_examples(settings)[index]
     assert outcome.ok, outcome.message
 
 
 @pytest.mark.parametrize("rid,index", CHANGING, ids=[f"{r}[{i}]" for r, i in CHANGING])
 def test_example_applied_twice_is_applied_once(rid, index):
-    ex = api.load(rid).recipe.examples[index]
-    chosen = api.load(rid, [f"{k}={v}" for k, v in ex.options])
-    points = api.example_points(chosen, ex.before)
+    ex = patchkit.load(rid).recipe.examples[index]
+    chosen = patchkit.load(rid, [f"{k}={v}" for k, v in ex.options])
+    points = example_points(chosen, ex.before)
     once = transform(ex.before, chosen, points)
     assert isinstance(once, Applied)
     twice = transform(once.text, chosen, points)

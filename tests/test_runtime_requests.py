@@ -51,12 +51,31 @@ def test_an_answer_is_read_back_by_process_and_no_half_file_is_ever_seen(home):
     assert not [n for _, _, names in os.walk(home) for n in names if n.startswith(".tmp-")]
 
 
-def test_waiting_ends_at_the_timeout_for_a_process_that_does_not_step_and_at_once_for_none():
+class Clock:
+    """``time`` as the module waiting sees it: ``sleep`` moves the clock on at once, and counts."""
+
+    def __init__(self):
+        self.now, self.slept = time.time(), 0.0
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        self.slept += seconds
+
+    def strftime(self, fmt):
+        return time.strftime(fmt, time.localtime(self.now))
+
+
+def test_waiting_ends_at_the_timeout_for_a_process_that_does_not_step_and_at_once_for_none(monkeypatch):
     assert ondemand.ask_and_wait("nobody", 1)["asked"] == []
     ondemand.register("r", rank=0)  # this very process: alive, never answers
-    start = time.time()
+    clock = Clock()
+    monkeypatch.setattr(ondemand, "time", clock)  # the wait's own clock: no measured time in an assertion
     out = ondemand.ask_and_wait("r", 2, timeout=0.5, poll=0.05)
-    assert 0.5 <= time.time() - start < 5 and out["late"] == [ondemand.name(out["asked"][0])] and not out["answers"]
+    assert out["late"] == [ondemand.name(out["asked"][0])] and not out["answers"]
+    assert clock.slept == pytest.approx(0.5, abs=0.05)  # polled until its deadline, and no longer
     assert runtime_ondemand.requests() == []  # withdrawn
 
 

@@ -112,6 +112,16 @@ def test_steps_on_the_command_line_replace_a_recipe_s_periodic_schedule():
         load("sglang-forward", ["schedule.steps=x"])
 
 
+def test_the_periodic_schedule_typed_on_the_command_line_keeps_the_recipe_s_own_keys():
+    """steps=[] and trigger=schedule are what show prints for a periodic recipe: typed back, they change nothing."""
+    recipe = load("sglang-forward").recipe.schedule
+    for typed in (["schedule.steps=[]"], ["schedule.trigger=schedule"], ["schedule.steps=[]", "schedule.wait=4"]):
+        s = load("sglang-forward", typed).recipe.schedule
+        assert s == recipe._replace(wait=4 if "schedule.wait=4" in typed else recipe.wait), typed
+    manual = load("sglang-forward", ["schedule.trigger=manual"]).recipe.schedule
+    assert (manual.trigger, manual.wait, manual.active, manual.steps) == ("manual", 0, 1, ())
+
+
 def test_the_runtime_refuses_steps_with_a_periodic_schedule():
     problems = backends.validate(settings("/tmp/x", steps=(1,), active=2))
     assert problems == ["schedule.steps picks the recorded steps itself; it does not combine with schedule.active"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import api
+import patchkit
 
 import realwheels
 from conftest import FIXTURES
@@ -130,7 +130,7 @@ def test_the_real_vllm_ascend_worker_keeps_its_shape_from_0_23_0_to_0_24_0rc1():
     got = {}
     for version in ("0.23.0", "0.24.0rc1"):
         root = realwheels.release_root("vllm-ascend", version)
-        plan = api.plan_recipe("vllm-ascend-decode", root=str(root))
+        plan = patchkit.plan_recipe("vllm-ascend-decode", root=str(root))
         got[version] = sweep.shapes(plan.files[0].result.text, "vllm-ascend-decode")
     assert [s.scope for s in got["0.23.0"]] == ["NPUWorker.execute_model"] * 2
     assert got["0.23.0"][1].before == "output = self.model_runner.execute_model(scheduler_output, intermediate_tensors)"
@@ -160,8 +160,8 @@ def _release(tree, version):
 
 
 def _recipe(tmp_path, versions):
-    text = api.recipe_path("vllm-ascend-decode").read_text()
-    old = api.load("vllm-ascend-decode").recipe.target.versions
+    text = patchkit.recipe_path("vllm-ascend-decode").read_text()
+    old = patchkit.load("vllm-ascend-decode").recipe.target.versions
     path = tmp_path / "mine" / "vllm-ascend-decode.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(text.replace('versions: "%s"' % old, 'versions: "%s"' % versions))
@@ -190,9 +190,9 @@ class _Plan:
 
 
 def test_the_beyond_case_is_the_plan_s_note(monkeypatch):
-    monkeypatch.setattr(sweep.api, "plan_recipe", lambda *a, **k: _Plan("vllm-ascend 0.31.0 is newer than\n proven"))
+    monkeypatch.setattr(sweep.patchkit, "plan_recipe", lambda *a, **k: _Plan("vllm-ascend 0.31.0 is newer than\n proven"))
     assert sweep.try_recipe("r", "<=0.30", "0.31.0", Path("."))[:2] == ("beyond (note)", "vllm-ascend 0.31.0 is newer than proven")
-    monkeypatch.setattr(sweep.api, "plan_recipe", lambda *a, **k: _Plan())
+    monkeypatch.setattr(sweep.patchkit, "plan_recipe", lambda *a, **k: _Plan())
     assert sweep.try_recipe("r", "<=0.30", "0.3", Path("."))[:2] == ("applies", "")
 
 
@@ -208,7 +208,7 @@ def test_a_sweep_of_one_release_gives_one_row_per_recipe(tmp_path, tree, monkeyp
     assert row.recipe == "vllm-ascend-decode" and row.version == "9.0.0" and row.result.startswith("beyond")
     assert (row.examples, row.shape) == ("ok", "same")
     assert shapes_from == {"vllm-ascend-decode": sweep.proven_release(
-        "vllm-ascend", api.load("vllm-ascend-decode").recipe.target.versions)}
+        "vllm-ascend", patchkit.load("vllm-ascend-decode").recipe.target.versions)}
 
 
 def test_the_command_line(monkeypatch, capsys):

@@ -18,7 +18,7 @@ import pytest
 
 from patchkit.engine import marks
 from patchkit.state import planning
-from patchkit import api
+import patchkit
 from patchkit.core.errors import LockedError
 from patchkit.state.targetfile import Changed, atomic_write, locked, write_source
 
@@ -64,11 +64,11 @@ def test_a_line_appended_while_apply_plans_is_kept(tree, monkeypatch):
         return p
 
     monkeypatch.setattr("patchkit.state.transaction.plan", plan_then_user_appends)
-    [outcome] = api.apply(api.load("verl-fsdp-update"), str(root))
+    [outcome] = patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     assert outcome.state.written and len(calls) == 2
     text = target.read_text(encoding="utf-8")
     assert "USER_LINE = 1\n" in text and "verl-fsdp-update" in marks.applied_ids(text)
-    api.revert(["verl-fsdp-update"], root=str(root))
+    patchkit.revert(["verl-fsdp-update"], root=str(root))
     assert target.read_text(encoding="utf-8").endswith("USER_LINE = 1\n")
     assert "patchkit" not in target.read_text(encoding="utf-8")
 
@@ -86,9 +86,9 @@ def test_a_file_that_keeps_changing_is_refused_after_three_plans(tree, monkeypat
 
     monkeypatch.setattr("patchkit.state.transaction.plan", plan_then_user_appends)
     with pytest.raises(Changed):
-        api.apply(api.load("verl-fsdp-update"), str(root))
+        patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     assert "patchkit" not in target.read_text(encoding="utf-8")
-    assert api.status(root=str(root)) == []
+    assert patchkit.status(root=str(root)) == []
 
 
 def test_two_state_folders_patching_one_file_lose_neither_patch(tree, tmp_path):
@@ -128,9 +128,8 @@ def test_the_lock_waits_for_its_holder_and_a_killed_holder_releases_it(tmp_path,
                 pass
         os.kill(holder.pid, signal.SIGKILL)  # kill -9 while it holds the lock: the kernel lets go of it
         holder.wait(timeout=30)
-        started = time.monotonic()
-        write_source(path, b"x = 2\n", expected=b"x = 1\n")
-        assert time.monotonic() - started < 5 and path.read_bytes() == b"x = 2\n"
+        write_source(path, b"x = 2\n", expected=b"x = 1\n")  # a lock still held would be a LockedError
+        assert path.read_bytes() == b"x = 2\n"
     finally:
         if holder.poll() is None:
             holder.kill()

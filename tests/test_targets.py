@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from patchkit import api
+import patchkit
 from patchkit.core.errors import TargetError
 from patchkit.core.model import Target
 from patchkit.state.targets import locate
@@ -18,7 +18,7 @@ DP = "verl/workers/actor/dp_actor.py"
 def test_patchkit_root_environment_variable_is_the_default_root(tree, monkeypatch):
     root = tree("verl-0.6")
     monkeypatch.setenv("PATCHKIT_ROOT", str(root))
-    plan = api.plan(api.load("verl-fsdp-update"))
+    plan = patchkit.plan(patchkit.load("verl-fsdp-update"))
     assert plan.installed.root == root.resolve() and plan.installed.version == "0.6.1"
 
 
@@ -71,7 +71,7 @@ def test_a_recipe_whose_files_are_all_missing_says_so(tree, tmp_path):
     path.write_text("id: x\ndescription: d\ntarget: {package: verl, files: [verl/nothing.py]}\n"
                     "points: [{class: A, method: b, at: method_start}]\n")
     with pytest.raises(TargetError, match="none of the recipe's files is in"):
-        api.plan(api.load(str(path)), str(root))
+        patchkit.plan(patchkit.load(str(path)), str(root))
 
 
 def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_path):
@@ -82,8 +82,8 @@ def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_p
     link.unlink()
     link.symlink_to(real)
     original = real.read_bytes()
-    [outcome] = api.apply(api.load("verl-fsdp-update"), str(root))
+    [outcome] = patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     assert outcome.path == real.resolve() and "through symlink" in outcome.detail
     assert link.is_symlink() and b"patchkit" in real.read_bytes()
-    api.revert([], everything=True)
+    patchkit.revert([], everything=True)
     assert link.is_symlink() and real.read_bytes() == original

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from patchkit.state import transaction
-from patchkit import api
+import patchkit
 from patchkit.core.errors import LedgerError, PatchkitError, TargetError
 from patchkit.state.ledger import Ledger
 from patchkit.core.outcome import Outcome
@@ -166,17 +166,17 @@ def test_revert_under_root_leaves_other_roots_alone(tree, tmp_path):
 def test_a_revert_that_would_leave_a_file_that_does_not_compile_writes_nothing(tree):
     """A formatter split a header line so its block opener lost the marker: taking the marked lines out breaks it."""
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root))
     path = root / DP
     text = path.read_text()
     edited = text.replace("try:  # patchkit:verl-fsdp-update\n", "try:\n", 1)  # the opener, unmarked, stays
     path.write_text(edited)
     with pytest.raises(LedgerError) as info:
-        api.revert(["verl-fsdp-update"])
+        patchkit.revert(["verl-fsdp-update"])
     assert "does not compile" in info.value.message and info.value.where.path == str(path)
     assert "--force" in info.value.hint
     assert path.read_text() == edited
-    [outcome] = api.revert(["verl-fsdp-update"], force=True)  # the backup, edits discarded
+    [outcome] = patchkit.revert(["verl-fsdp-update"], force=True)  # the backup, edits discarded
     assert outcome.state is Outcome.REVERTED_EDITS_DISCARDED
 
 

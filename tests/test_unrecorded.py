@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.core.errors import LedgerError, TargetError
 from patchkit.state.ledger import Ledger
@@ -46,15 +46,15 @@ def cli(*args: str, code: int = 0):
 def test_status_reports_the_lines_no_record_explains(tree, tmp_path):
     root = tree("verl-0.6")
     other = elsewhere(tmp_path)
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=other)
-    api.apply(api.load("verl-fsdp-logprob", ["role=ref"]), str(root), ledger=other)
-    api.apply(api.load("verl-megatron-update"), str(root), ledger=other)
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=other)
+    patchkit.apply(patchkit.load("verl-fsdp-logprob", ["role=ref"]), str(root), ledger=other)
+    patchkit.apply(patchkit.load("verl-megatron-update"), str(root), ledger=other)
 
-    rows = api.status(root=str(root))
+    rows = patchkit.status(root=str(root))
     assert [(r.state, r.path, r.recipes, r.backup_ok) for r in rows] == [
         (NO_RECORD, str((root / DP).resolve()), ("verl-fsdp-logprob", "verl-fsdp-update"), None),
         (NO_RECORD, str((root / MEGATRON).resolve()), ("verl-megatron-update",), None)]
-    assert api.status() == []  # verl is not installed in this environment, and no --root: nothing to look at
+    assert patchkit.status() == []  # verl is not installed in this environment, and no --root: nothing to look at
 
     out = cli("status", "--root", str(root)).stdout
     assert f"{NO_RECORD}  verl-fsdp-logprob, verl-fsdp-update  {(root / DP).resolve()}  (verl 0.6.1)" in out
@@ -72,13 +72,13 @@ def test_status_reports_the_lines_no_record_explains(tree, tmp_path):
 
 def test_patchkit_root_and_this_environment_are_looked_at_without_importing(tree, tmp_path, monkeypatch):
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     monkeypatch.setenv("PATCHKIT_ROOT", str(root))
-    assert [r.recipes for r in api.status()] == [("verl-fsdp-update",)]
+    assert [r.recipes for r in patchkit.status()] == [("verl-fsdp-update",)]
     monkeypatch.delenv("PATCHKIT_ROOT")
     (root / "verl" / "__init__.py").write_text("raise RuntimeError('imported!')\n")
     monkeypatch.syspath_prepend(str(root))
-    assert [(r.state, r.recipes) for r in api.status()] == [(NO_RECORD, ("verl-fsdp-update",))]
+    assert [(r.state, r.recipes) for r in patchkit.status()] == [(NO_RECORD, ("verl-fsdp-update",))]
     assert "verl" not in sys.modules
 
 
@@ -91,23 +91,23 @@ def test_status_root_that_is_not_a_folder_is_an_error_and_an_empty_one_has_nothi
 def test_status_root_limits_the_records_to_that_folder(tree, tmp_path):
     one, two = tree("verl-0.6"), tmp_path / "two"
     shutil.copytree(one, two)
-    api.apply(api.load("verl-fsdp-update"), str(one))
-    api.apply(api.load("verl-fsdp-update"), str(two))
-    assert len(api.status()) == 2
-    assert [(r.state, r.path) for r in api.status(root=str(two))] == [("applied", str((two / DP).resolve()))]
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(one))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(two))
+    assert len(patchkit.status()) == 2
+    assert [(r.state, r.path) for r in patchkit.status(root=str(two))] == [("applied", str((two / DP).resolve()))]
 
 
 def test_revert_without_a_record_takes_the_marked_lines_out_one_recipe_or_all(tree, tmp_path):
     root = tree("verl-0.6")
     original = snapshot(root)
     other = elsewhere(tmp_path)
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=other)
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=other)
     only_update = snapshot(root)
-    api.apply(api.load("verl-fsdp-logprob"), str(root), ledger=other)
-    api.apply(api.load("verl-megatron-update"), str(root), ledger=other)
+    patchkit.apply(patchkit.load("verl-fsdp-logprob"), str(root), ledger=other)
+    patchkit.apply(patchkit.load("verl-megatron-update"), str(root), ledger=other)
     (root / DP).chmod(0o640)
 
-    [outcome] = api.revert(["verl-fsdp-logprob"], root=str(root))
+    [outcome] = patchkit.revert(["verl-fsdp-logprob"], root=str(root))
     assert outcome.state == "reverted without a backup (no record; marked lines taken out)"
     assert (outcome.path, outcome.detail) == ((root / DP).resolve(), "verl-fsdp-logprob")
     assert snapshot(root)[DP] == only_update[DP]
@@ -124,15 +124,15 @@ def test_revert_without_a_record_takes_the_marked_lines_out_one_recipe_or_all(tr
 
 def test_revert_of_a_recipe_applied_nowhere_still_says_so(tree, tmp_path):
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     with pytest.raises(LedgerError, match="nothing to revert: verl-megatron-update is not applied"):
-        api.revert(["verl-megatron-update"], root=str(root))
+        patchkit.revert(["verl-megatron-update"], root=str(root))
 
 
 def test_a_hand_edited_line_is_refused_by_its_line_on_disk_unless_forced(tree, tmp_path):
     root = tree("verl-0.6")
     original = (root / DP).read_text()
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     lines = (root / DP).read_text().splitlines(keepends=True)
     number = next(n for n, ln in enumerate(lines, 1) if '_patchkit_runtime.step("verl-fsdp-update")' in ln)
     lines[number - 1] = lines[number - 1].replace("  # patchkit:verl-fsdp-update", "  # mine now")
@@ -150,7 +150,7 @@ def test_a_hand_edited_line_is_refused_by_its_line_on_disk_unless_forced(tree, t
 
 def test_a_result_that_would_not_compile_is_refused_and_nothing_written(tree, tmp_path):
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     lines = (root / DP).read_text().splitlines(keepends=True)
     i = next(i for i, ln in enumerate(lines) if '_patchkit_runtime.step("verl-fsdp-update")' in ln)
     indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
@@ -159,7 +159,7 @@ def test_a_result_that_would_not_compile_is_refused_and_nothing_written(tree, tm
     (root / DP).write_text("".join(lines))
     before = snapshot(root)
     with pytest.raises(LedgerError) as info:
-        api.revert([], everything=True, root=str(root))
+        patchkit.revert([], everything=True, root=str(root))
     assert "leaves a file Python cannot compile" in info.value.message
     assert info.value.where.path == str((root / DP).resolve())
     assert info.value.where.line == i + 3  # the first line after the empty `if`, counted in the file on disk
@@ -169,21 +169,21 @@ def test_a_result_that_would_not_compile_is_refused_and_nothing_written(tree, tm
 def test_a_file_with_a_record_here_and_lines_from_another_home(tree, tmp_path, patchkit_home):
     root = tree("verl-0.6")
     original = snapshot(root)
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
-    api.apply(api.load("verl-fsdp-logprob"), str(root))
-    assert [(r.state, r.recipes) for r in api.status(root=str(root))] == [
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-logprob"), str(root))
+    assert [(r.state, r.recipes) for r in patchkit.status(root=str(root))] == [
         ("applied", ("verl-fsdp-logprob",)), (NO_RECORD, ("verl-fsdp-update",))]
     shutil.rmtree(patchkit_home / "backups")  # so the marked lines are what has to go, both kinds
-    outcomes = api.revert([], everything=True, root=str(root))
+    outcomes = patchkit.revert([], everything=True, root=str(root))
     assert [o.state for o in outcomes] == ["reverted (backup missing: marked lines taken out)",
                                            "reverted without a backup (no record; marked lines taken out)"]
     assert snapshot(root) == original
-    assert api.status(root=str(root)) == []
+    assert patchkit.status(root=str(root)) == []
 
 
 def test_status_looking_for_unrecorded_lines_stays_cheap(tree, tmp_path):
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     code = ("import sys; from click.testing import CliRunner; from patchkit.cli.commands import main; "
             f"r = CliRunner().invoke(main, ['status', '--root', {str(root)!r}]); "
             "assert r.exit_code == 0 and 'no record' in r.output, r.output; "
@@ -237,10 +237,10 @@ def test_applied_under_one_home_inspected_and_reverted_under_another(tmp_path):
 
 def test_a_file_that_does_not_decode_is_listed_and_revert_says_why(tree, tmp_path):
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     broken = b"# -*- coding: no-such-codec -*-\n" + (root / DP).read_bytes()
     (root / DP).write_bytes(broken)
-    assert [r.recipes for r in api.status(root=str(root))] == [("verl-fsdp-update",)]
+    assert [r.recipes for r in patchkit.status(root=str(root))] == [("verl-fsdp-update",)]
     result = cli("revert", "--all", "--root", str(root), code=1)
     assert f"{(root / DP).resolve()}: cannot decode the file" in result.stderr and "hint:" in result.stderr
     assert (root / DP).read_bytes() == broken
@@ -270,7 +270,7 @@ def test_revert_all_keeps_a_users_marked_line_apply_refused_and_says_where(tree,
     assert f"{path.resolve()}:{number}: kept: it ends in `# patchkit:mine`, but patchkit did not write it" \
         in result.stderr
     assert "change the comment (e.g. to `# patchkit mine`)" in result.stderr
-    assert api.status(root=str(root)) == []  # no recipe is applied there
+    assert patchkit.status(root=str(root)) == []  # no recipe is applied there
 
 
 def test_reverting_a_recipe_whose_only_marked_lines_are_the_users_is_an_error_naming_them(tree, tmp_path):
@@ -284,14 +284,14 @@ def test_reverting_a_recipe_whose_only_marked_lines_are_the_users_is_an_error_na
 
 def test_lines_from_another_home_come_out_around_a_users_marked_line(tree, tmp_path):
     root = tree("verl-0.6")
-    api.apply(api.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
+    patchkit.apply(patchkit.load("verl-fsdp-update"), str(root), ledger=elsewhere(tmp_path))
     path = root / DP
     text = path.read_text()
     mine = "USER_FLAG = 1  # patchkit:verl-fsdp-update"
     anchor = "        metrics = {}\n"
     assert text.count(anchor) == 1
     path.write_text(text.replace(anchor, f"        {mine}\n" + anchor))
-    [o] = api.revert([], everything=True, root=str(root))
+    [o] = patchkit.revert([], everything=True, root=str(root))
     assert o.state == "reverted without a backup (no record; marked lines taken out)"
     left = path.read_text().splitlines()
     assert [ln.strip() for ln in left if "patchkit" in ln] == [mine]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit import api
+import patchkit
 from patchkit.cli.commands import main
 from patchkit.core.errors import TargetError
 from patchkit.core.model import Target
@@ -157,9 +157,9 @@ def test_every_command_that_checks_a_version_says_the_note(tree):
     assert said in report["version_note"] and report["version"] == "0.8.0.dev0"
     assert [f["outcome"] for f in report["files"]] == ["patched"] and applied.stderr.count(said) == 1
     run("revert", "verl-fsdp-update")
-    assert api.plan_recipe("verl-fsdp-update", root=str(root)).version_note.startswith(said)
+    assert patchkit.plan_recipe("verl-fsdp-update", root=str(root)).version_note.startswith(said)
     with pytest.raises(TargetError):
-        api.plan_recipe("verl-fsdp-update", root=str(root), strict_versions=True)
+        patchkit.plan_recipe("verl-fsdp-update", root=str(root), strict_versions=True)
 
 
 def test_a_recipe_that_excludes_the_installed_release_refuses_it_and_changes_nothing(tree, tmp_path):

@@ -1,8 +1,8 @@
-"""MkDocs hook: the recipe reference (``docs/reference.md``), generated from patchkit's own declarations.
+"""The recipe reference (``docs/reference.md``), generated from patchkit's own declarations, and its MkDocs hook.
 
-``reference.md`` is a short hand-written introduction and markers,
-``<!-- patchkit-reference: NAME -->``; when the site is built, each marker is
-replaced by a section made from the code:
+``reference.md`` is a short hand-written introduction and generated
+sections, each between ``<!-- patchkit-reference: NAME -->`` and
+``<!-- patchkit-reference: /NAME -->``.  The sections are made from the code:
 
 * ``kinds``: the point kinds (``KINDS``, found in ``patchkit/recipe/kinds/``: name, summary, the keys each needs,
   the actions it allows, and its VALID and INVALID examples);
@@ -17,10 +17,18 @@ replaced by a section made from the code:
   docstring), the settings it uses and those it declares ``UNUSED``, and the
   code ``patchkit show`` prints for it.
 
-A marker this hook does not know, or one missing from the page, fails the
-build, as does a kind of setting it has no wording for: the reference is
-never silently short.  ``tests/test_docs.py`` builds the site and checks that
-every kind, setting and backend is named in it.
+The page is committed with its sections filled in, so that it reads as it is
+(on GitHub, in an editor, where the README links to it).  After a change to a
+kind, a setting, a spelling or a backend, write it again::
+
+    python docs/hooks/reference.py            # rewrite docs/reference.md
+    python docs/hooks/reference.py --check    # exit 1 when it differs from what the code makes
+
+``tests/test_docs.py`` fails while the page differs.  When the site is built,
+this hook fills the sections again, so the site always shows the code's
+declarations.  A marker this hook does not know, or one missing from the
+page, fails the build, as does a kind of setting it has no wording for: the
+reference is never silently short.
 """
 
 from __future__ import annotations
@@ -38,7 +46,8 @@ from mkdocs.exceptions import PluginError
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: mkdocs.yml and the patchkit package
 PAGE = "reference.md"
 MARKER = re.compile(r"<!-- patchkit-reference: (\w+) -->")
-UNBUILT = re.compile(r"<!-- patchkit-reference: unbuilt -->.*?<!-- patchkit-reference: /unbuilt -->\n?", re.S)
+ANY_MARKER = re.compile(r"<!-- patchkit-reference: /?\w+ -->\n?")
+SECTION = re.compile(r"(<!-- patchkit-reference: (\w+) -->\n).*?(<!-- patchkit-reference: /\2 -->)", re.S)
 EXAMPLE_KEY = "my-recipe"  # the recipe id the backends' code is shown for
 
 
@@ -283,18 +292,35 @@ def sections() -> Dict[str, str]:
 
 
 def render(markdown: str) -> str:
-    """``reference.md``'s text with every marker replaced by its section (and the source-only note dropped)."""
+    """``reference.md``'s text with each section between its markers made again from the code."""
     found = MARKER.findall(markdown)
-    unknown = sorted(set(found) - set(SECTIONS) - {"unbuilt"})
+    unknown = sorted(set(found) - set(SECTIONS))
     if unknown:
         raise PluginError(f"reference: {PAGE} has unknown markers {', '.join(unknown)}; known: "
                           f"{', '.join(SECTIONS)}")
-    missing = [name for name in SECTIONS if name not in found]
+    closed = [m.group(2) for m in SECTION.finditer(markdown)]
+    missing = [name for name in SECTIONS if name not in closed]
     if missing:
-        raise PluginError(f"reference: {PAGE} lacks the markers {', '.join(missing)}")
+        raise PluginError(f"reference: {PAGE} lacks the sections {', '.join(missing)} (each between "
+                          f"<!-- patchkit-reference: NAME --> and <!-- patchkit-reference: /NAME -->)")
     made = sections()
-    markdown = UNBUILT.sub("", markdown)
-    return MARKER.sub(lambda m: made[m.group(1)], markdown)
+    return SECTION.sub(lambda m: f"{m.group(1)}\n{made[m.group(2)].strip()}\n\n{m.group(3)}", markdown)
+
+
+def main(argv: List[str]) -> int:
+    """Write ``docs/reference.md`` again from the code; with ``--check``, only say whether it differs."""
+    page = ROOT / "docs" / PAGE
+    text = page.read_text(encoding="utf-8")
+    made = render(text)
+    if "--check" in argv:
+        if made != text:
+            print(f"{page} differs from what the code makes: run python docs/hooks/reference.py", file=sys.stderr)
+            return 1
+        return 0
+    if made != text:
+        page.write_text(made, encoding="utf-8")
+        print(f"wrote {page}", file=sys.stderr)
+    return 0
 
 
 # ---------------------------------------------------------------------------
@@ -307,6 +333,10 @@ def on_config(config, **kwargs):
 
 
 def on_page_markdown(markdown, page, **kwargs):
-    if page.file.src_uri == PAGE:
-        return render(markdown)
+    if page.file.src_uri == PAGE:  # the sections made again; the markers are for the file, not the site
+        return ANY_MARKER.sub("", render(markdown))
     return markdown
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,12 @@
-"""The command line: the click commands and what each says.  The only modules that print.
+"""The command line: the click commands, each calling the public API (:mod:`patchkit`) and saying what it did.
+The only modules that print.
 
-:mod:`.commands` holds the commands, :mod:`.options` the options several of them share; each calls the layers below and hands the result to
-:mod:`.patch`, :mod:`.recipes`, :mod:`.run`, :mod:`.capture`, :mod:`.cluster`, :mod:`.traces` or
-:mod:`.analysis` to be said; :mod:`.authoring` holds ``points`` and ``new`` (recipes of your own).
-Long work shows a bar on stderr when it is a terminal (:mod:`.progress`).
+:mod:`.commands` holds the group and attaches every command; each command is declared in the module that says
+its output: :mod:`.patch` (diff, apply, revert, status), :mod:`.recipes` (list, show, validate, test),
+:mod:`.run`, :mod:`.capture`, :mod:`.demo`, :mod:`.traces` (traces, collect), :mod:`.analysis` (analyse,
+summary, compare) and :mod:`.authoring` (points, new: recipes of your own).  :mod:`.options` declares the options
+several share, ``--ray`` among them: with it a command runs on every node of a Ray cluster, said by
+:mod:`.cluster`.  Long work shows a bar on stderr when it is a terminal (:mod:`.progress`).
 """
 
 from patchkit.cli.commands import main

@@ -1,6 +1,5 @@
-"""The commands after the capture: ``analyse``, ``summary`` and ``compare`` (printing only).
+"""The commands after the capture: ``analyse``, ``summary`` and ``compare``, over :mod:`patchkit.traces`.
 
-They are attached to patchkit's command group at the end of ``patchkit/cli.py``.
 Messages and the analysis tools' own lines go to stderr; summaries,
 comparisons and ``--json`` to stdout.
 """

@@ -1,7 +1,7 @@
 """``patchkit points`` and ``patchkit new``: recipes for code no built-in recipe covers.
 
-``points`` prints a function as an outline (:mod:`patchkit.engine.points.outline`), each line with the recipe
-point that puts a line there; ``new`` writes a recipe from such points (:mod:`patchkit.state.newrecipe`).
+``points`` prints a function as an outline (:func:`patchkit.outline`), each line with the recipe point that puts
+a line there; ``new`` writes a recipe from such points (:func:`patchkit.new_recipe`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import click
 
-ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
+from patchkit.cli.options import BackendChoice, complete_recipes, root_option
 
 POINT_HELP = ("TARGET then the point, as `patchkit points` prints it: recipe keys, each `key: value`, values in YAML, "
               "e.g. \"pkg.mod:Trainer.fit at: loop_end loop: {iter: batches}\" or "
@@ -26,12 +26,24 @@ def _code(text: str) -> str:
     return text if len(text) <= WIDTH else text[:WIDTH - 3] + "..."
 
 
-def points(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
-    from patchkit import api
-    from patchkit.core.printable import printable
-    from patchkit.recipe.spec import spell
+@click.command("points")
+@click.argument("target")
+@root_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--all", "every", is_flag=True, help="every point each line takes (default: the first of each)")
+def points_cmd(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
+    """The function TARGET names, as an outline: its loops, calls, blocks and returns, each line numbered as in
+    the file and followed by the recipe point that puts a line there.
 
-    ref, found = api.outline(target, root)
+    TARGET: module:Class.method, module:function, or path/to/file.py::Class.method (a relative path is read under
+    --root when one is given).  Copy a point into `patchkit new ID --point "TARGET POINT"`, or into a recipe's
+    points (with the class: and method: it names).
+    """
+    import patchkit
+    from patchkit.core.printable import printable
+    from patchkit.authoring.spec import spell
+
+    ref, found = patchkit.outline(target, root)
     version = ref.installed.shown if ref.installed else None
     if as_json:
         click.echo(json.dumps({
@@ -57,11 +69,26 @@ def spell_scope(scope) -> str:
     return " ".join(f"{k}: {v}" for k, v in scope.items())
 
 
-def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
-        output: Optional[str], backend: Optional[str]) -> None:
-    from patchkit import api
+@click.command("new")
+@click.argument("recipe_id", metavar="ID")
+@click.option("--point", "point_specs", multiple=True, required=True, metavar='"TARGET KEY: VALUE ..."',
+              help=POINT_HELP)
+@click.option("--from", "start_from", metavar="RECIPE", shell_complete=complete_recipes,
+              help="start from this recipe's backend, profiler, schedule and notes (not its points)")
+@root_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="the file to write (default: ./ID.yaml)")
+@click.option("--backend", type=BackendChoice(), default=None,
+              help="the recipe's backend (default: npu, or --from's)")
+def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
+    """Write the recipe ID.yaml for the points asked: target package, file and version range from where TARGET
+    lives, the schedule and profiler keys with their defaults, and a before/after example made from the real
+    function, so that `patchkit test ./ID.yaml` passes and `patchkit apply ./ID.yaml` works as written.
 
-    written = api.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
+    An existing file is never overwritten.
+    """
+    import patchkit
+
+    written = patchkit.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
     names = dict.fromkeys(".".join(p[k] for k in ("class", "method", "function", "nested") if p.get(k))
@@ -72,37 +99,3 @@ def new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], r
         say(f"  {line}")
     say(f"check it: patchkit test {written.shown}; preview: patchkit diff {written.shown}"
         + (f" --root {root}" if root else ""))
-
-
-@click.command("points")
-@click.argument("target")
-@click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@click.option("--all", "every", is_flag=True, help="every point each line takes (default: the first of each)")
-def points_cmd(target: str, root: Optional[str], as_json: bool, every: bool) -> None:
-    """The function TARGET names, as an outline: its loops, calls, blocks and returns, each line numbered as in
-    the file and followed by the recipe point that puts a line there.
-
-    TARGET: module:Class.method, module:function, or path/to/file.py::Class.method.  Copy a point into
-    `patchkit new ID --point "TARGET POINT"`, or into a recipe's points (with the class: and method: it names).
-    """
-    points(target, root, as_json, every)
-
-
-@click.command("new")
-@click.argument("recipe_id", metavar="ID")
-@click.option("--point", "point_specs", multiple=True, required=True, metavar='"TARGET KEY: VALUE ..."',
-              help=POINT_HELP)
-@click.option("--from", "start_from", metavar="RECIPE",
-              help="start from this recipe's backend, profiler, schedule and notes (not its points)")
-@click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="the file to write (default: ./ID.yaml)")
-@click.option("--backend", default=None, help="the recipe's backend: npu, torch, nsys or memory (default: npu, or --from's)")
-def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
-    """Write the recipe ID.yaml for the points asked: target package, file and version range from where TARGET
-    lives, the schedule and profiler keys with their defaults, and a before/after example made from the real
-    function, so that `patchkit test ./ID.yaml` passes and `patchkit apply ./ID.yaml` works as written.
-
-    An existing file is never overwritten.
-    """
-    new(recipe_id, point_specs, start_from, root, output, backend)

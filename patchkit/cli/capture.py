@@ -1,4 +1,5 @@
-"""What `patchkit capture` says: who was asked, and for each process the steps and traces, or why none came."""
+"""``patchkit capture``: ask a running job for its next steps, and say who was asked and, for each process, the
+steps and traces, or why none came.  With ``--ray``, every node's processes are asked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
+from patchkit.cli.options import complete_recipes, ray_option
 from patchkit.cli.progress import bar
 from patchkit.core.errors import Location, PatchkitError
 from patchkit.core.printable import printable
@@ -34,9 +36,9 @@ def parse_ranks(text: Optional[str]) -> List[int]:
 def recipe_id(ref: str) -> str:
     """A built-in id as it is; a recipe file's own id (the running processes know recipes by id)."""
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
-        from patchkit.recipe.load import load
+        import patchkit
 
-        return load(ref).id
+        return patchkit.load(ref).id
     return ref
 
 
@@ -60,23 +62,43 @@ def check_steps(steps: int) -> None:
                                   "every event of the window in the job's memory until the window closes")
 
 
-def capture(recipe: str, steps: int, ranks: Optional[str], role: Optional[str], timeout: float,
-            ray_address: Optional[str]) -> None:
+def on_every_node(address: str, recipe: str, steps: int, ranks: Optional[str], role: Optional[str],
+                  timeout: float) -> None:
+    """``capture --ray``: the same, asked of every alive node's processes."""
+    _capture(recipe, steps, ranks, role, timeout, address)
+
+
+@click.command()
+@click.argument("recipe", shell_complete=complete_recipes)
+@click.option("--steps", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
+              help="steps to record (at most 1000: a profiler holds every event of its window in memory)")
+@click.option("--ranks", metavar="0,1", help="only the processes of these ranks")
+@click.option("--role", help="only the captures of this role (actor, ref, ...)")
+@click.option("--timeout", type=float, default=300, show_default=True, help="seconds to wait for the answers")
+@ray_option(on_every_node, help="ask on every alive node of this Ray cluster (or auto)")
+def capture(recipe: str, steps: int, ranks: Optional[str], role: Optional[str], timeout: float) -> None:
+    """Ask a running job (applied with schedule.trigger=manual) to record its next STEPS steps, and wait for the traces."""
+    _capture(recipe, steps, ranks, role, timeout, None)
+
+
+def _capture(recipe: str, steps: int, ranks: Optional[str], role: Optional[str], timeout: float,
+             address: Optional[str]) -> None:
+    """Ask here, or with a Ray ``address`` on every node, and say each process's answer."""
     from patchkit.runtime import requests as ondemand
 
     check_steps(steps)
     rid = recipe_id(recipe)
     wanted = parse_ranks(ranks)
     with bar() as progress:
-        if ray_address:
+        if address:
             from patchkit.cluster.capture import ask_every_node
 
-            results = ask_every_node(ray_address, rid, steps, wanted, role or "", timeout, progress)
+            results = ask_every_node(address, rid, steps, wanted, role or "", timeout, progress)
         else:
             results = [ondemand.ask_and_wait(rid, steps, wanted, role or "", timeout, progress=progress)]
     asked = sum(len(r["asked"]) for r in results)
     if not asked:
-        where = "on any node" if ray_address else f"here (PATCHKIT_HOME={ondemand.home()})"
+        where = "on any node" if address else f"here (PATCHKIT_HOME={ondemand.home()})"
         raise CaptureRequestError(f"no running process of {rid} waits for a capture {where}"
                                   + (f" with rank {','.join(map(str, wanted))}" if wanted else "")
                                   + (f" and role {role}" if role else ""), Location("<command line>"),
@@ -84,7 +106,7 @@ def capture(recipe: str, steps: int, ranks: Optional[str], role: Optional[str], 
                                   "a process registers at its first step (the same PATCHKIT_HOME as here)")
     bad = 0
     for result in results:
-        bad += _say_node(result, steps, timeout, bool(ray_address))
+        bad += _say_node(result, steps, timeout, bool(address))
     answered = asked - bad
     say(f"{rid}: {answered} of {asked} process(es) recorded {steps} step(s)")
     if bad:

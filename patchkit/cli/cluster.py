@@ -1,7 +1,9 @@
-"""What diff, apply, revert and status say with ``--ray``: one line per node, then a summary.
+"""What diff, apply, revert and status say with ``--ray`` (:func:`patchkit.cli.options.ray_option`): one line per
+node, then a summary.
 
-The patches and status go to stdout, the rest to stderr; a command that
-failed on any node exits 1 naming each such node and why.
+Each function takes the Ray address, then the command's own arguments.  The patches and status go to stdout,
+the rest to stderr; a command that failed on any node exits 1 naming each such node and why.  The cluster
+layer is imported when a command runs with ``--ray``, not when the command line starts.
 """
 
 from __future__ import annotations
@@ -13,14 +15,11 @@ from typing import Dict, List, Optional, Sequence
 
 import click
 
+from patchkit.cli.options import write_output
 from patchkit.cli.progress import bar
-from patchkit.cluster import ray as cluster
-from patchkit.cluster.ray import ClusterError
-from patchkit.cluster.node import NodeResult, NodeState
-from patchkit.core.outcome import Status
 
 
-def _line(r: NodeResult) -> str:
+def _line(r) -> str:
     """``<node id> (<ip>)  <recipe>  <state>: <message>`` on one line."""
     message = " ".join(r.message.replace("\n  hint:", "; hint:").split("\n"))
     if r.version_skipped:
@@ -30,8 +29,10 @@ def _line(r: NodeResult) -> str:
     return f"{r.node}  {r.recipe or '-'}  {r.state}" + (f": {message}" if message else "")
 
 
-def _fail_if_any(results: List[NodeResult], what: str) -> None:
+def _fail_if_any(results: List, what: str) -> None:
     """Exit 1 (a ClusterError) naming every node that failed, after their lines are out."""
+    from patchkit.cluster.ray import ClusterError
+
     failed = [r for r in results if not r.ok]
     if not failed:
         return
@@ -43,9 +44,11 @@ def _fail_if_any(results: List[NodeResult], what: str) -> None:
 
 def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
           versions=(False, None), as_json: bool = False) -> None:
-    from patchkit import api
+    import patchkit
+    from patchkit.cluster import ray as cluster
+    from patchkit.cluster.node import NodeState
 
-    s = api.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
+    s = patchkit.load(recipe, overrides, backend)  # a bad override fails here, before the cluster is touched
     with bar() as progress:
         results = cluster.apply(address, recipe, overrides, backend, root, *versions, progress=progress)
     if as_json:
@@ -68,14 +71,15 @@ def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[st
 
 def diff(address: str, recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
          output: Optional[str], stat: bool, versions=(False, None)) -> None:
-    from patchkit import api
+    import patchkit
+    from patchkit.cluster import ray as cluster
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
-    api.load(recipe, overrides, backend)
+    patchkit.load(recipe, overrides, backend)
     with bar() as progress:
         results = cluster.plan(address, recipe, overrides, backend, root, *versions, progress=progress)
-    groups: Dict[str, List[NodeResult]] = {}
+    groups: Dict[str, List] = {}
     for r in results:
         if r.ok and r.diff:
             groups.setdefault(r.diff, []).append(r)
@@ -88,8 +92,6 @@ def diff(address: str, recipe: str, overrides: Sequence[str], root: Optional[str
             parts.append(head + text)
     combined = "".join(parts)
     if output and not stat:
-        from patchkit.cli.patch import write_output
-
         write_output(output, combined)
         click.echo(f"wrote {output}", err=True)
     elif combined:
@@ -113,7 +115,9 @@ def _split_diff(text: str):
     return files
 
 
-def revert(address: str, recipes: Sequence[str], everything: bool, root: Optional[str], force: bool = False) -> None:
+def revert(address: str, recipes: Sequence[str], everything: bool, force: bool, root: Optional[str]) -> None:
+    from patchkit.cluster import ray as cluster
+
     with bar() as progress:
         results = cluster.revert(address, recipes, everything, root, force, progress=progress)
     for r in results:
@@ -122,6 +126,9 @@ def revert(address: str, recipes: Sequence[str], everything: bool, root: Optiona
 
 
 def status(address: str, as_json: bool, root: Optional[str] = None) -> None:
+    from patchkit.cluster import ray as cluster
+    from patchkit.core.outcome import Status
+
     with bar(enabled=not as_json) as progress:
         results = cluster.status(address, root, progress=progress)
     if as_json:

@@ -1,10 +1,15 @@
-"""The options several commands share: KEY=VALUE overrides, --root, --backend, the version checks, completion."""
+"""The options several commands share: KEY=VALUE overrides, --root, --backend, the version checks, --ray, -o FILE,
+completion.  Each is a decorator that declares the option and hands the command what it means."""
 
 from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
 
 import click
 
 ROOT_HELP = "folder that plays site-packages, or a source checkout (default: $PATCHKIT_ROOT, else this environment)"
+RAY_HELP = "run on every alive node of this Ray cluster (or auto)"
 
 OVERRIDES_HELP = ("KEY=VALUE: dotted recipe settings, values read as YAML: schedule.wait=2 profiler.level=level1 "
                   "profiler.contents=[npu,cpu] backend=torch, and the recipe's options: granularity=micro, role=ref. "
@@ -47,6 +52,43 @@ def root_option(f):
     return click.option("--root", type=click.Path(file_okay=False), default=None, help=ROOT_HELP)(f)
 
 
+def ray_option(on_cluster: Callable[..., None], refuse: Sequence[str] = (), help: str = RAY_HELP):
+    """``--ray ADDRESS``: the command on every alive node of a Ray cluster.
+
+    Without it the command runs here.  With it, ``on_cluster(address, **the command's own arguments)`` runs
+    instead: the same operation on every node, said as one line per node (:mod:`patchkit.cli.cluster`).  The
+    options named in ``refuse`` mean nothing there: given with ``--ray``, they are a usage error.  Put it below
+    :func:`version_options`, which hands both the same ``versions``.
+    """
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, ray_address=None, **kwargs):
+            if not ray_address:
+                return f(*args, **kwargs)
+            given = ["--" + name.replace("_", "-") for name in refuse if kwargs.pop(name, None)]
+            if given:
+                named = ", ".join(given[:-1]) + " and " + given[-1] if len(given) > 1 else given[0]
+                raise click.UsageError(f"{named} {'are' if len(given) > 1 else 'is'} not available with --ray")
+            return on_cluster(ray_address, *args, **kwargs)
+
+        return click.option("--ray", "ray_address", metavar="ADDRESS", help=help)(command)
+
+    return decorate
+
+
+def write_output(path: str, text: str) -> None:
+    """``-o FILE``: ``text`` written whole, through no link another user made (:func:`patchkit.core.reach.write_file`);
+    any failure is one located error, with nothing written."""
+    from patchkit.core.errors import Location, PatchkitError
+    from patchkit.core.reach import explain, write_file
+
+    try:
+        write_file(path, text.encode("utf-8"))
+    except OSError as exc:
+        what, hint = explain(exc, path)
+        raise PatchkitError(f"{what}; the patch was not written", Location(path), hint) from None
+
+
 def version_options(f):
     """--skip-version-check and --strict-versions; the command gets ``versions``: (skip, strict or None for the
     environment's $PATCHKIT_STRICT_VERSIONS)."""
@@ -58,8 +100,6 @@ def version_options(f):
 
 
 def _pass_versions(f):
-    import functools
-
     @functools.wraps(f)
     def command(*args, skip: bool = False, strict: bool = False, **kwargs):
         return f(*args, versions=(skip, strict or None), **kwargs)

@@ -1,7 +1,9 @@
-"""What diff, apply, revert and status say on this machine.  Patches and status go to stdout, the rest to stderr."""
+"""``diff``, ``apply``, ``revert`` and ``status``: each calls the API and says what it did.  Patches and status go
+to stdout, the rest to stderr.  With ``--ray`` each runs on every node instead (:mod:`patchkit.cli.cluster`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from functools import partial
@@ -9,6 +11,9 @@ from typing import List, Optional, Sequence
 
 import click
 
+from patchkit.cli import cluster
+from patchkit.cli.options import (backend_option, complete_applied, complete_recipes, overrides_argument, ray_option,
+                                  root_option, version_options, write_output)
 
 say = partial(click.echo, err=True)
 
@@ -37,26 +42,23 @@ def say_skipped(refusal: str, note: str = "") -> None:
         say(f"note: {note}")
 
 
-def write_output(path: str, text: str) -> None:
-    """``-o FILE``: ``text`` written whole, through no link another user made (:func:`patchkit.core.reach.write_file`);
-    any failure is one located error, with nothing written."""
-    from patchkit.core.errors import Location, PatchkitError
-    from patchkit.core.reach import explain, write_file
-
-    try:
-        write_file(path, text.encode("utf-8"))
-    except OSError as exc:
-        what, hint = explain(exc, path)
-        raise PatchkitError(f"{what}; the patch was not written", Location(path), hint) from None
-
-
+@click.command()
+@click.argument("recipe", shell_complete=complete_recipes)
+@overrides_argument
+@root_option
+@backend_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="write the patch to this file")
+@click.option("--stat", is_flag=True, help="a summary of the changes instead of the patch")
+@version_options
+@ray_option(cluster.diff)
 def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], output: Optional[str],
          stat: bool, versions) -> None:
-    from patchkit import api
+    """Unified diff of what apply would change; writes nothing to the targets."""
+    import patchkit
     from patchkit.engine.diff import colour
     from patchkit.engine.diff import stat as diffstat
 
-    plan = api.plan_recipe(recipe, overrides, backend, root, *versions)
+    plan = patchkit.plan_recipe(recipe, overrides, backend, root, *versions)
     say_skipped(plan.version_skipped, plan.version_note)
     text = plan.diff()
     if stat:
@@ -78,13 +80,31 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
         say("apply the patch with `git apply` or `patch -p1` run in " + " and ".join(map(str, plan.patch_bases())))
 
 
+@click.command()
+@click.argument("recipe", shell_complete=complete_recipes)
+@overrides_argument
+@root_option
+@backend_option
+@click.option("--allow-dirty", is_flag=True, help="patch files that have uncommitted changes in their git checkout")
+@click.option("--commit", is_flag=True, help="in a git checkout, commit the patch on a new branch patchkit/RECIPE")
+@click.option("--interactive", "-i", is_flag=True, help="show each file's diff and ask y/n/q before writing")
+@click.option("--json", "as_json", is_flag=True, help="what was done, as JSON on stdout")
+@version_options
+@ray_option(cluster.apply, refuse=("allow_dirty", "commit", "interactive"))
 def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], allow_dirty: bool,
-          commit: bool, interactive: bool, versions, as_json: bool = False) -> None:
-    from patchkit import api
+          commit: bool, interactive: bool, as_json: bool, versions) -> None:
+    """Patch the target files, back them up and record it.
+
+    In a git checkout, a file with uncommitted changes is refused unless
+    --allow-dirty.  A recipe's files are written all together or not at
+    all: with --interactive, answering n for any file (or q) writes nothing.
+    """
+    import patchkit
 
     skip, strict = versions
-    done = api.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty, commit=commit,
-                            skip_version_check=skip, strict_versions=strict, review=review if interactive else None)
+    done = patchkit.apply_recipe(recipe, overrides, backend, root, ledger=ledger(), allow_dirty=allow_dirty,
+                                 commit=commit, skip_version_check=skip, strict_versions=strict,
+                                 review=review if interactive else None)
     if as_json:
         click.echo(json.dumps(done.to_json(), indent=2))
     if not interactive:  # review said it before its questions
@@ -139,11 +159,36 @@ def review(plan) -> bool:
     return not declined
 
 
+def _recipes_or_all(f):
+    """revert's usage error, with or without --ray: name the recipes, or --all."""
+    @functools.wraps(f)
+    def command(*args, **kwargs):
+        if not kwargs.get("recipes") and not kwargs.get("everything"):
+            raise click.UsageError("say which recipes to revert, or --all")
+        return f(*args, **kwargs)
+
+    return command
+
+
+@click.command()
+@click.argument("recipes", nargs=-1, shell_complete=complete_applied)
+@click.option("--all", "everything", is_flag=True, help="revert every recipe patchkit applied")
+@click.option("--force", is_flag=True,
+              help="revert files edited by hand after apply even where patchkit lines were changed")
+@root_option
+@_recipes_or_all
+@ray_option(cluster.revert)
 def revert(recipes: Sequence[str], everything: bool, force: bool, root: Optional[str]) -> None:
-    from patchkit import api
+    """Restore the original files.
+
+    Patchkit lines that no record of this PATCHKIT_HOME explains (applied under
+    another one) in the built-in recipes' files are taken out too, without a
+    backup: every line patchkit inserts is marked and patchkit only inserts.
+    """
+    import patchkit
     from patchkit.core.printable import printable
 
-    outcomes = api.revert(recipes, everything, root, ledger=ledger(), force=force)
+    outcomes = patchkit.revert(recipes, everything, root, ledger=ledger(), force=force)
     for o in outcomes:
         say(f"{o.label}: {o.path} ({o.detail})")
     for note in (n for o in outcomes for n in o.kept_notes()):
@@ -152,11 +197,21 @@ def revert(recipes: Sequence[str], everything: bool, force: bool, root: Optional
     say(f"{len(outcomes)} file(s) handled" if outcomes else "nothing was applied")
 
 
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@root_option
+@ray_option(cluster.status)
 def status(as_json: bool, root: Optional[str]) -> None:
-    from patchkit.state import status as state
+    """What is applied where, and whether anything drifted since.
+
+    Also lists the built-in recipes' files (under --root, or in this
+    environment) holding patchkit lines that no record explains: applied
+    under another PATCHKIT_HOME.  `revert` takes those out without a backup.
+    """
+    import patchkit
     from patchkit.state.ledger import home
 
-    rows = state.status(ledger=ledger(), root=root)
+    rows = patchkit.status(ledger=ledger(), root=root)
     if as_json:
         click.echo(json.dumps({"home": str(home()), "files": [st.to_json() for st in rows]}, indent=2))
         return

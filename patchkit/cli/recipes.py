@@ -1,8 +1,9 @@
-"""What list, show, validate and test say: the recipes, what one resolves to, and whether they hold."""
+"""``list``, ``show``, ``validate`` and ``test``: the recipes, what one resolves to, and whether they hold."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -10,16 +11,20 @@ from typing import Optional, Sequence
 
 import click
 
+from patchkit.cli.options import backend_option, complete_recipes, overrides_argument, root_option
 from patchkit.core.errors import PatchkitError
 
 say = partial(click.echo, err=True)
 
 
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def list_recipes(as_json: bool) -> None:
+    """The built-in recipes: id, package, versions."""
     if as_json:
-        from patchkit.recipe.load import all_recipes
+        import patchkit
 
-        click.echo(json.dumps([_recipe_json(s) for s in all_recipes()], indent=2))
+        click.echo(json.dumps([_recipe_json(s) for s in patchkit.all_recipes()], indent=2))
         return
     from patchkit.recipe.catalogue import entries
 
@@ -43,20 +48,27 @@ def _recipe_json(s) -> dict:
     }
 
 
-def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str],
-         strict: Optional[bool] = None) -> None:
+@click.command()
+@click.argument("recipe", shell_complete=complete_recipes)
+@overrides_argument
+@root_option
+@backend_option
+@click.option("--strict-versions", "strict", is_flag=True, help="as diff and apply would with it")
+def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Optional[str], strict: bool) -> None:
+    """The resolved recipe, the file it would patch here, and the code it inserts."""
+    import patchkit
     from patchkit.engine import lines
     from patchkit.recipe.kinds import describe
-    from patchkit.recipe.load import load
     from patchkit.core.vocabulary import SETTING
 
-    s = load(recipe, overrides, backend)
+    s = patchkit.load(recipe, overrides, backend)
     r = s.recipe
     out = [f"{r.id}  ({r.path})", "", r.description, "",
            f"target:   {r.target.distribution} {_proven(r.target)}, import name {r.target.package}",
-           "files:    " + ", ".join(r.target.files), _patches(s, root, strict), f"backend:  {r.backend}"]
+           "files:    " + ", ".join(r.target.files), _patches(s, root, strict or None), f"backend:  {r.backend}"]
+    unused = _unused(r.schedule)
     for key, value in s.runtime_settings().items():
-        if key != "backend":
+        if key != "backend" and key not in unused:
             out.append(f"  {SETTING[key].key}: {_as_typed(value)}")
     for o in r.options:
         out.append(f"option {o.name} = {s.choice(o.name)}  (choices: {', '.join(o.choices)}){'  ' + o.help if o.help else ''}")
@@ -87,12 +99,40 @@ def _launch(s):
     return launch(normalize(s.runtime_settings())) if launch else []
 
 
+def _unused(schedule) -> set:
+    """The schedule keys this recipe's schedule does not use, left out of show: a list of steps replaces the
+    periodic keys and the manual trigger replaces both, so typing one of them back would be refused."""
+    from patchkit.core.vocabulary import PERIODIC
+
+    if schedule.trigger == "manual":
+        return {*PERIODIC, "steps"}
+    return set(PERIODIC) if schedule.steps else set()
+
+
+_PLAIN = re.compile(r"[A-Za-z_][\w.\-/]*|\.{0,2}/[\w.\-/]*")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # YAML 1.1 reads these as bool or null
+
+
 def _as_typed(value) -> str:
-    """A setting as it is written in KEY=VALUE: true, [npu, cpu]."""
+    """A setting as it is written in KEY=VALUE, so that what show prints is what the command line takes back:
+    true, none, [npu, cpu], and a word YAML would read as something else quoted ('yes', '1.0')."""
+    if value is None:
+        return "none"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(str, value)) + "]"
+        return "[" + ", ".join(map(_as_typed, value)) + "]"
+    if isinstance(value, str):
+        if _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+            return value  # a word or a path YAML reads back as it is, without asking YAML (show starts fast)
+        import yaml
+
+        try:
+            plain = yaml.safe_load(f"[{value}]") == [value] and not value.startswith(("'", '"'))
+        except yaml.YAMLError:
+            plain = False
+        if not plain:
+            return yaml.safe_dump(value, default_style="'", width=1_000_000).strip().removesuffix("...").strip()
     return str(value)
 
 
@@ -124,14 +164,17 @@ def _patches(s, root: Optional[str], strict: Optional[bool] = None) -> str:
             f"from {installed.version_from})" + (f"\n          note: {note}" if note else ""))
 
 
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 def validate(files: Sequence[str]) -> None:
+    """Check recipe files; print each problem as file:line:col."""
+    import patchkit
     from patchkit.core.printable import printable
-    from patchkit.recipe.load import load_recipe
 
     bad = 0
     for name in files:
         try:
-            settings = load_recipe(Path(name))
+            settings = patchkit.load_recipe(Path(name))
         except PatchkitError as exc:
             bad += 1
             say(f"error: {exc.render()}")
@@ -144,14 +187,16 @@ def validate(files: Sequence[str]) -> None:
         sys.exit(1)
 
 
+@click.command("test")
+@click.argument("recipes", nargs=-1, shell_complete=complete_recipes)
 def test(recipes: Sequence[str]) -> None:
-    from patchkit.engine.examples import run_examples
-    from patchkit.recipe.load import all_recipes, load
+    """Run recipes' own examples (all built-in recipes by default)."""
+    import patchkit
 
-    settings = [load(r) for r in recipes] if recipes else all_recipes()
+    settings = [patchkit.load(r) for r in recipes] if recipes else patchkit.all_recipes()
     passed = failed = 0
     for s in settings:
-        for outcome in run_examples(s):
+        for outcome in patchkit.run_examples(s):
             if outcome.ok:
                 passed += 1
                 say(f"PASS {s.id}: {outcome.example.name}")

@@ -1,4 +1,5 @@
-"""What `patchkit run` says, and the hand-over to COMMAND (this process becomes it)."""
+"""``patchkit run``: the recipe planned and handed to COMMAND's Python in memory, what it says, and the hand-over
+(this process becomes COMMAND)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from functools import partial
 from typing import List, Optional, Sequence, Tuple
 
 import click
+
+from patchkit.cli.options import backend_option, complete_recipes, root_option, version_options
 
 say = partial(click.echo, err=True)
 
@@ -25,17 +28,27 @@ def split(args: Sequence[str]) -> Tuple[List[str], List[str]]:
     return args[:n], args[n:]
 
 
-def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], versions,
-        print_env: bool) -> None:
-    from patchkit import api
-    from patchkit.hook.editfree import environment, prepare
-    from patchkit.recipe.load import read_text, recipe_path
+@click.command()
+@click.argument("recipe", shell_complete=complete_recipes)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[KEY=VALUE]... -- COMMAND...")
+@root_option
+@backend_option
+@click.option("--print-env", is_flag=True, help="print the environment instead (JSON), e.g. for a Ray runtime_env")
+@version_options
+def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional[str], print_env: bool,
+        versions) -> None:
+    """Run COMMAND with the recipe applied in memory (children too): no file changes, nothing to revert."""
+    import patchkit
+    from patchkit.hook.editfree import HOOK_DIR, environment, prepare
+    from patchkit.hook.isolation import check
+    from patchkit.recipe.load import read_text
 
     overrides, command = split(args)
     if not command and not print_env:
         raise click.UsageError("give the command to run after --, e.g. patchkit run RECIPE -- python train.py")
-    settings = api.load(recipe, overrides, backend)
-    spec = prepare(settings, read_text(recipe_path(recipe)), root, *versions)
+    unreached = check(command, HOOK_DIR) if command and not print_env else []  # nothing reached: an error, here
+    settings = patchkit.load(recipe, overrides, backend)
+    spec = prepare(settings, read_text(patchkit.recipe_path(recipe)), root, *versions)
     from patchkit.cli.patch import say_skipped
 
     say_skipped(spec["version_skipped"], spec["version_note"])
@@ -45,6 +58,8 @@ def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional
     if print_env:
         click.echo(json.dumps({"env_vars": {k: env[k] for k in ("PATCHKIT_RUN", "PYTHONPATH")}}, indent=2))
         return
+    for warning in unreached:  # a process of the command the hook cannot reach, said before it starts
+        say(f"warning: {warning}")
     names = ", ".join(spec["modules"]) or "nothing"
     say(f"{settings.id}: patching {names} in memory ({settings.recipe.target.distribution} {spec['version']}); "
         f"traces go to {settings.recipe.profiler.save_path}")

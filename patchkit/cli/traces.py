@@ -1,4 +1,5 @@
-"""``patchkit traces`` and ``patchkit collect``: printing only (see patchkit.traces.captures, .collect, .gather)."""
+"""``patchkit traces`` and ``patchkit collect``: the captures found (:mod:`patchkit.traces.captures`) and copied
+(:mod:`patchkit.traces.collect`), here or, with ``--ray``, on every node (:mod:`patchkit.cluster.gather`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Dict, List, Sequence
 
 import click
 
+from patchkit.cli.options import ray_option
 from patchkit.cli.progress import bar, size_text
 
 FOLDERS_HELP = ("With no DIR: the save paths of the applied recipes (a relative save path is taken from the current "
@@ -52,11 +54,33 @@ def _problems(caps) -> None:
         sys.exit(1)
 
 
+def traces_on_every_node(address: str, folders: Sequence[str], as_json: bool) -> None:
+    """``traces --ray``: every alive node's captures in one table, and each node that could not be searched."""
+    from patchkit.cluster import gather
+    from patchkit.core.printable import printable
+
+    folders = list(folders)
+    with bar(enabled=not as_json) as progress:
+        scans = gather.scan(address, folders, progress=progress)
+    caps = gather.found(scans, folders)
+    if as_json:
+        click.echo(json.dumps({"nodes": [{"node_id": s.node_id, "ip": s.ip, "ok": s.ok, "message": s.message}
+                                         for s in scans], "captures": [c.to_json() for c in caps]}, indent=2))
+    else:
+        _table(_rows(caps))
+    for s in scans:
+        if not s.ok:
+            _say(printable(f"error: node {s.node}: {s.message}"))
+    _problems(caps)
+    if not all(s.ok for s in scans):
+        sys.exit(1)
+
+
 @click.command()
 @click.argument("folders", nargs=-1, metavar="[DIR]...", type=click.Path(file_okay=False))
-@click.option("--ray", "ray_address", metavar="ADDRESS", help=RAY_HELP)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def traces(folders: Sequence[str], ray_address, as_json: bool) -> None:
+@ray_option(traces_on_every_node, help=RAY_HELP)
+def traces(folders: Sequence[str], as_json: bool) -> None:
     """The captures under DIR: recipe, rank, role, steps, size, node, path; newest first.
 
     A capture is one recording window of one process: the trace (a torch
@@ -64,30 +88,9 @@ def traces(folders: Sequence[str], ray_address, as_json: bool) -> None:
     runtime wrote beside it (in patchkit-manifests/).  Traces found without a
     manifest are listed too, with what their name and content say.
     """
-    folders = list(folders)
-    if ray_address:
-        from patchkit.cluster import gather
-
-        with bar(enabled=not as_json) as progress:
-            scans = gather.scan(ray_address, folders, progress=progress)
-        caps = gather.found(scans, folders)
-        if as_json:
-            click.echo(json.dumps({"nodes": [{"node_id": s.node_id, "ip": s.ip, "ok": s.ok, "message": s.message}
-                                             for s in scans], "captures": [c.to_json() for c in caps]}, indent=2))
-        else:
-            _table(_rows(caps))
-        for s in scans:
-            if not s.ok:
-                from patchkit.core.printable import printable
-
-                _say(printable(f"error: node {s.node}: {s.message}"))
-        _problems(caps)
-        if not all(s.ok for s in scans):
-            sys.exit(1)
-        return
     from patchkit.traces.captures import search
 
-    caps = search(folders)
+    caps = search(list(folders))
     if as_json:
         click.echo(json.dumps({"captures": [c.to_json() for c in caps]}, indent=2))
     else:
@@ -98,12 +101,24 @@ def traces(folders: Sequence[str], ray_address, as_json: bool) -> None:
 traces.help = (traces.help or "") + "\n\n" + FOLDERS_HELP
 
 
+def collect_on_every_node(address: str, dest: str, folders: Sequence[str], skip_broken: bool) -> None:
+    """``collect --ray``: every alive node's captures copied into DEST, here."""
+    from patchkit.cluster import gather
+
+    with bar() as progress:
+        result, scans = gather.collect(address, dest, list(folders), skip_broken=skip_broken, progress=progress)
+    for s in scans:
+        if not s.ok:
+            _say(f"warning: node {s.node} was not searched (--skip-broken): {s.message}")
+    _report(result)
+
+
 @click.command()
 @click.argument("dest", type=click.Path())
 @click.argument("folders", nargs=-1, metavar="[DIR]...", type=click.Path(file_okay=False))
-@click.option("--ray", "ray_address", metavar="ADDRESS", help=RAY_HELP)
 @click.option("--skip-broken", is_flag=True, help="collect the other captures when one is cut off or unreadable")
-def collect(dest: str, folders: Sequence[str], ray_address, skip_broken: bool) -> None:
+@ray_option(collect_on_every_node, help=RAY_HELP)
+def collect(dest: str, folders: Sequence[str], skip_broken: bool) -> None:
     """Copy every capture into DEST, one folder per recipe, laid out for the analysis tools.
 
     \b
@@ -116,20 +131,10 @@ def collect(dest: str, folders: Sequence[str], ray_address, skip_broken: bool) -
     it gets its name.  Run the same command again after an interruption: it
     copies what is missing and keeps what is complete.
     """
-    folders = list(folders)
-    if ray_address:
-        from patchkit.cluster import gather
+    from patchkit.traces.collect import collect_here
 
-        with bar() as progress:
-            result, scans = gather.collect(ray_address, dest, folders, skip_broken=skip_broken, progress=progress)
-        for s in scans:
-            if not s.ok:
-                _say(f"warning: node {s.node} was not searched (--skip-broken): {s.message}")
-    else:
-        from patchkit.traces.collect import collect_here
-
-        with bar() as progress:
-            result = collect_here(dest, folders, skip_broken=skip_broken, progress=progress)
+    with bar() as progress:
+        result = collect_here(dest, list(folders), skip_broken=skip_broken, progress=progress)
     _report(result)
 
 

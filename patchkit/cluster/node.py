@@ -1,4 +1,4 @@
-"""What one Ray node does for a ``--ray`` command: the same :mod:`patchkit.api` call, on its own files.
+"""What one Ray node does for a ``--ray`` command: the same :mod:`patchkit` call, on its own files.
 
 Only plain data travels: the recipe id (or a recipe file path that must
 exist on every node), the ``KEY=VALUE`` overrides and the backend in; a
@@ -87,10 +87,10 @@ def _root_of(path: Path, relpath: str) -> str:
 
 def _node_plan(result: NodeResult, led, recipe: str, overrides: Sequence[str], backend: Optional[str],
                root: Optional[str], skip_version_check: bool = False, strict_versions: Optional[bool] = None) -> None:
-    from patchkit import api
+    import patchkit
 
-    s = api.load(recipe, overrides, backend)
-    plan = api.plan(s, root, skip_version_check, strict_versions)
+    s = patchkit.load(recipe, overrides, backend)
+    plan = patchkit.plan(s, root, skip_version_check, strict_versions)
     changed = sum(f.changes for f in plan.files)
     result.recipe, result.root, result.diff = s.id, str(plan.installed.root), plan.diff()
     result.state = NodeState.WOULD_CHANGE if changed else NodeState.ALREADY_APPLIED
@@ -101,16 +101,17 @@ def _node_plan(result: NodeResult, led, recipe: str, overrides: Sequence[str], b
 
 def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], backend: Optional[str],
                 root: Optional[str], skip_version_check: bool = False, strict_versions: Optional[bool] = None) -> None:
-    from patchkit import api
+    import patchkit
 
-    s = api.load(recipe, overrides, backend)
+    s = patchkit.load(recipe, overrides, backend)
     result.recipe = s.id
-    for st in api.status(ledger=led):  # the recipe's settings before this apply, to go back to if another node fails
+    for st in patchkit.status(ledger=led):  # the recipe's settings before this apply, to go back to if one fails
         applied = st.record.recipes.get(s.id) if st.record is not None else None
         if applied is not None:
             result.previous[st.record.path] = {"overrides": list(applied.overrides), "recipe_path": applied.recipe_path}
-    outcomes = api.apply(s, root, ledger=led, skip_version_check=skip_version_check, strict_versions=strict_versions,
-                         planned=lambda p: setattr(result, "version_note", p.version_note))
+    outcomes = patchkit.apply(s, root, ledger=led, skip_version_check=skip_version_check,
+                              strict_versions=strict_versions,
+                              planned=lambda p: setattr(result, "version_note", p.version_note))
     changed = [o for o in outcomes if o.state.written]
     result.changed = bool(changed)
     result.root = _root_of(outcomes[0].path, outcomes[0].relpath) if outcomes else ""
@@ -129,32 +130,33 @@ def _node_apply(result: NodeResult, led, recipe: str, overrides: Sequence[str], 
 
 def _node_rollback(result: NodeResult, led, recipe: str, root: str, previous: Dict[str, Any]) -> None:
     """Undo this node's part of a cluster apply that failed elsewhere."""
-    from patchkit import api
+    import patchkit
 
     result.recipe = recipe
     earlier = [p for path, p in previous.items() if path.startswith(root.rstrip(os.sep) + os.sep)]
     if earlier:  # it was applied before with other settings: put those back
-        s = api.load(earlier[0]["recipe_path"], earlier[0]["overrides"])
-        api.apply(s, root, ledger=led, skip_version_check=True)  # it was applied here already: put it back as it was
+        s = patchkit.load(earlier[0]["recipe_path"], earlier[0]["overrides"])
+        patchkit.apply(s, root, ledger=led, skip_version_check=True)  # applied here already: put it back as it was
         result.state, result.message = NodeState.ROLLED_BACK, f"earlier settings of {recipe} put back in {root}"
     else:
-        outcomes = api.revert([recipe], False, root, ledger=led)
+        outcomes = patchkit.revert([recipe], False, root, ledger=led)
         result.state = NodeState.ROLLED_BACK
         result.message = _files(outcomes, "", "relpath") + f" in {root}"
 
 
 def _node_revert(result: NodeResult, led, recipes: Sequence[str], everything: bool, root: Optional[str],
                  force: bool = False) -> None:
-    from patchkit import api
+    import patchkit
 
     result.recipe = "all" if everything else ",".join(recipes)
     if not everything:
         base = str(Path(root).expanduser().resolve()).rstrip(os.sep) + os.sep if root else ""
-        present = {rid for st in api.status(ledger=led, root=root) if st.path.startswith(base) for rid in st.recipes}
+        present = {rid for st in patchkit.status(ledger=led, root=root) if st.path.startswith(base)
+                   for rid in st.recipes}
         if not present & set(recipes):
             result.state, result.message = NodeState.NOTHING_TO_REVERT, "not applied on this node" + (f" under {root}" if root else "")
             return
-    outcomes = api.revert(recipes, everything, root, ledger=led, **({"force": True} if force else {}))
+    outcomes = patchkit.revert(recipes, everything, root, ledger=led, **({"force": True} if force else {}))
     said = {o.label for o in outcomes}  # what every file says, when they all say the same
     result.state = (said.pop() if len(said) == 1 else NodeState.REVERTED) if outcomes else NodeState.NOTHING_TO_REVERT
     result.message = _files(outcomes, result.state, "path") if outcomes else "nothing was applied"
@@ -170,9 +172,9 @@ def _files(outcomes, state: str, name: str) -> str:
 
 
 def _node_status(result: NodeResult, led, root: Optional[str] = None) -> None:
-    from patchkit import api
+    import patchkit
 
-    rows = api.status(ledger=led, root=root)
+    rows = patchkit.status(ledger=led, root=root)
     result.files = [st.to_json() for st in rows]
     result.recipe = ",".join(sorted({rid for f in result.files for rid in f["recipes"]}))
     states = sorted({f["state"] for f in result.files})

@@ -4,7 +4,7 @@ verl trains on Ray clusters where every node has its own Python environment,
 so a patch made on the head node alone profiles nothing on the workers.  Each
 function here runs one task per alive node, pinned to it with Ray's
 node-affinity scheduling (``soft=False``), and the task calls the same
-:mod:`patchkit.api` function there (:mod:`patchkit.cluster.node`): each node loads
+:mod:`patchkit` function there (:mod:`patchkit.cluster.node`): each node loads
 the recipe, reads its own ``PATCHKIT_ROOT`` and ``PATCHKIT_HOME`` and
 resolves its own targets.  Every function returns one
 :class:`~patchkit.cluster.node.NodeResult` per node, and tells an optional ``progress``

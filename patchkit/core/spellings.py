@@ -4,7 +4,7 @@ MindSpeed-RL's names of keys.
 People copy settings from torch_npu code (``torch_npu.profiler.ProfilerLevel.Level1``), from verl's role
 config (``profiler: {all_ranks: true, tool_config: {npu: {level: level1}}}``) and from MindSpeed-RL's
 ``profiler_config`` (``profile_level: level1``, ``profile_with_memory: true``).  The recipe loader
-(:mod:`patchkit.recipe.normalise`) reads them through this table and hands on only patchkit's own names, so
+(:mod:`patchkit.recipe.respell`) reads them through this table and hands on only patchkit's own names, so
 the codemod, the runtime and ``patchkit show`` never see another spelling; the npu backend writes code with
 the same torch_npu names (:func:`member`); the docs' reference is generated from it.
 

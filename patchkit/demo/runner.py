@@ -4,7 +4,9 @@ Copy the sample to a temporary folder, show the diff, apply
 ``verl-fsdp-update`` with the torch backend, train the sample for a few
 updates, report the trace and the steps it holds, revert, and prove the
 bytes are back.  Nothing outside the temporary folder is touched: the
-demo keeps its own ledger there.
+demo keeps its own ledger there, and deletes the folder, trace included,
+unless ``keep`` (``patchkit demo --keep``); it says which where it names
+the trace.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def _steps_in(trace: str) -> list:
 
 
 def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
-    from patchkit import api
+    import patchkit
     from patchkit.state.ledger import Ledger
 
     work = Path(tempfile.mkdtemp(prefix="patchkit-demo-"))
@@ -51,12 +53,12 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
     overrides = ["backend=torch", "granularity=micro", "schedule.wait=1", "schedule.warmup=1",
                  "schedule.active=3", "schedule.repeat=1", f"profiler.save_path={traces}"]
     try:
-        settings = api.load(RECIPE, overrides)
+        settings = patchkit.load(RECIPE, overrides)
         echo(f"== 1. the sample: a verl-shaped actor in {site}")
         echo(f"== 2. patchkit diff {RECIPE} {' '.join(overrides[:5])} ...")
-        echo(api.diff(settings, str(site)).rstrip("\n"))
+        echo(patchkit.diff(settings, str(site)).rstrip("\n"))
         echo(f"== 3. patchkit apply {RECIPE} ...")
-        for outcome in api.apply(settings, str(site), ledger=ledger):
+        for outcome in patchkit.apply(settings, str(site), ledger=ledger):
             echo(f"   {outcome.state}: {outcome.relpath} ({outcome.detail})")
         echo(f"== 4. train: {UPDATES} updates x 2 mini-batches x 2 micro-batches on CPU, one profiler step per micro-batch")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).parents[2])]),
@@ -74,14 +76,17 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
         for trace in found:
             steps = _steps_in(trace)
             echo(f"   {trace}: {len(steps)} steps ({', '.join(steps)})")
+        echo(f"   (kept after the demo: open it in Perfetto or TensorBoard)" if keep else
+             f"   (deleted with {work} when the demo ends: `patchkit demo --keep` keeps it to open)")
         echo(f"== 6. patchkit revert {RECIPE}")
-        for outcome in api.revert([RECIPE], ledger=ledger):
+        for outcome in patchkit.revert([RECIPE], ledger=ledger):
             echo(f"   {outcome.state}: {outcome.relpath}")
         back = _digests(site) == original
         echo(f"   bytes identical to the sample: {'yes' if back else 'NO'}")
         ok = back and len(found) == 1 and len(_steps_in(found[0])) == 3
         echo(f"demo: {'ok' if ok else 'FAILED'}: {len(found)} trace(s); "
-             f"the window was wait=1 warmup=1 active=3 over {UPDATES * 4} micro-batch steps")
+             f"the window was wait=1 warmup=1 active=3 over {UPDATES * 4} micro-batch steps"
+             + ("" if keep else f"; {work} is deleted now (--keep keeps it)"))
         return 0 if ok else 1
     finally:
         if keep:

@@ -5,9 +5,11 @@ reason given), applying twice must change nothing more, and taking patchkit's li
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
+
+import libcst as cst
+import libcst.matchers as m
 
 from patchkit.engine import marks
 from patchkit.core.model import AlreadyApplied, Applied, CannotApply, Example, Point, Settings
@@ -32,13 +34,15 @@ def run_examples(settings: Settings) -> List[ExampleOutcome]:
 
 
 def example_points(settings: Settings, source: str) -> Optional[List[Point]]:
-    """An example is one file: of a recipe's points in several files, those whose class (or function) it defines."""
+    """An example is one file: of a recipe's points in several files, those whose class (or function) it defines.
+
+    Read on libcst's tree, as the engine reads the file itself (async functions are ``FunctionDef`` there too)."""
     try:
-        body = ast.parse(source).body
-    except SyntaxError:
+        body = cst.parse_module(source).body
+    except cst.ParserSyntaxError:
         return None
-    classes = {n.name for n in body if isinstance(n, ast.ClassDef)}
-    functions = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    classes = {n.name.value for n in body if m.matches(n, m.ClassDef())}
+    functions = {n.name.value for n in body if m.matches(n, m.FunctionDef())}
     return [p for p in settings.active_points()
             if (p.cls in classes if p.cls is not None else p.method in functions)] or None
 

@@ -5,12 +5,10 @@
 - :mod:`.parts` (options, roles, examples), :mod:`.points` (points), :mod:`.guards` (guard expressions).
 - :mod:`.kinds`: the kinds of point, one module each in ``kinds/``, found by walking the folder;
   :mod:`.pointkind`: what a kind declares (its shape, refusals, examples and ``find``).
-- :mod:`.normalise`: other tools' spellings in ``profiler:`` read as patchkit's names, positions kept.
+- :mod:`.respell`: other tools' spellings in ``profiler:`` respelt as patchkit's names, positions kept.
 - :mod:`.overrides`: ``KEY=VALUE`` from the command line; :mod:`.versions`: version ranges (``packaging``).
 - :mod:`.catalogue`: the built-in recipes' targets, read quickly; :mod:`.schema`: ``recipe.schema.json``.
 - :mod:`.replicas`: which rollout replicas a recipe records.
-- :mod:`.spec`: a point written on one line, as `patchkit points` prints it and `patchkit new` reads it;
-  :mod:`.scaffold`: the text of a new recipe file.
 
 The built-in recipe files themselves are the package ``patchkit.recipes``.
 """

@@ -26,7 +26,7 @@ from patchkit.recipe import replicas
 from patchkit.core import vocabulary as v
 from patchkit.recipe.catalogue import builtin_ids
 from patchkit.core.errors import Location, OverrideError, RecipeError
-from patchkit.recipe.normalise import normalise
+from patchkit.recipe.respell import respell
 from patchkit.recipe.overrides import apply_overrides
 from patchkit.recipe.files import read_text, recipe_path  # noqa: F401  (where the command line reads a RECIPE argument)
 from patchkit.recipe.reader import Reader, check_relative, did_you_mean, is_identifier, is_recipe_id, kind_of, name_of
@@ -71,7 +71,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     options_data = data.get("options")
     original = data
     data, overridden, chosen = apply_overrides(data, overrides, options_data)
-    r = normalise(Reader(data, marks, path, overridden))  # other tools' spellings become patchkit's names
+    r = respell(Reader(data, marks, path, overridden))  # other tools' spellings become patchkit's names
     data, overridden = r.data, r.overridden
     r.mapping((), FORMAT_KEYS, REQUIRED)
 
@@ -127,7 +127,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
 def _spelt_as_patchkit(original: Any, marks: Marks, path: str) -> Any:
     """The recipe as written (no override) in patchkit's names, or as written where an override fixes it."""
     try:
-        return normalise(Reader(original, marks, path, {})).data
+        return respell(Reader(original, marks, path, {})).data
     except RecipeError:
         return original
 
@@ -218,10 +218,13 @@ def _profiler(r: Reader) -> m.Profiler:
 
 def _schedule(r: Reader) -> m.Schedule:
     s = r.mapping(("schedule",), v.SCHEDULE_KEYS)
-    keys = list(s)
-    replacing = [k for k in ("steps", "trigger") if ("schedule", k) in r.overridden]
-    if replacing:  # steps= or trigger= on the command line replaces the recipe's own schedule
-        keys = [k for k in keys if k not in v.PERIODIC + ("steps",) or ("schedule", k) in r.overridden]
+    typed = {k: s[k] for k in ("steps", "trigger") if ("schedule", k) in r.overridden and k in s}
+    mine = [k for k in s if ("schedule", k) not in r.overridden]  # the recipe's own keys
+    if "steps" in typed and typed["steps"] != [] or typed.get("trigger") == "manual":
+        # a list of steps, or the manual trigger, on the command line replaces the recipe's periodic schedule
+        # (and its steps); steps=[] and trigger=schedule, the periodic schedule, keep the recipe's wait, active...
+        mine = [k for k in mine if k not in v.PERIODIC + ("steps",)]
+    keys = [k for k in s if k in mine or ("schedule", k) in r.overridden]
     values = {k: _setting(r, ("schedule", k), v.SETTING[k]) for k in keys}
     if values.get("trigger") == "manual":
         both = [k for k in v.PERIODIC + ("steps",) if k in values]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Tuple
+
+import yaml
 
 from patchkit.core import model as m
 from patchkit.core import vocabulary as v
@@ -16,6 +19,24 @@ POINT_KEYS = ("class", "method", "function", "nested", "at", "action", "call", "
 LABELLED = ("range", "mark")  # the actions that take `name:`
 LOOP_KEYS = ("iter", "target", "calls", "while")
 MAX_POINTS = 1000  # the shipped recipes have at most a dozen; each point is one more scan of the target
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def flow(value: Any) -> str:
+    """A value as a recipe writes it on one line (YAML flow style): `{iter: batches}`, `[npu, cpu]`, quoted only where
+    YAML would read it otherwise."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return yaml.safe_dump(value).splitlines()[0]
+    text = str(value)
+    if isinstance(value, int) or (_PLAIN.match(text) and yaml.safe_load(text) == text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 
 
 def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:

@@ -8,6 +8,4 @@
   only over the bytes planned from; :mod:`.review`: the git checks and ``apply --commit``.
 - :mod:`.ledger` (:mod:`.ledger_format`): the records and backups; :mod:`.status` and :mod:`.unrecorded`:
   what is applied where.
-- :mod:`.funcref`: a function named on the command line (``module:Class.method``), found without importing it;
-  :mod:`.newrecipe`: ``patchkit new``, a recipe checked before it is written.
 """

@@ -33,7 +33,7 @@ from patchkit.engine.points.scan import Loop, NotFound, Scan, word
 from patchkit.recipe.kinds import at_place
 from patchkit.recipe.pointkind import CALL, DECORATOR, DEF, END, LOOP, LOOP_END, PointKind
 from patchkit.recipe.points import LABELLED
-from patchkit.recipe.spec import flow
+from patchkit.recipe.points import flow
 
 Code = Callable[[int], str]  # a line of the file, without the function's own indentation
 

@@ -1,10 +1,10 @@
 """``patchkit new``: a recipe file for points in code no recipe covers, checked before it is written.
 
-Each ``--point`` is ``TARGET`` (a function, :mod:`patchkit.state.funcref`)
+Each ``--point`` is ``TARGET`` (a function, :mod:`patchkit.authoring.funcref`)
 and the point's keys as ``patchkit points`` spells them
-(:mod:`patchkit.recipe.spec`).  The recipe's target comes from where the
+(:mod:`patchkit.authoring.spec`).  The recipe's target comes from where the
 functions are (their package, distribution and files), its version range
-from the installed version (``>=`` it), its settings from the defaults or
+from the installed version (``==`` it: later ones pass with a note), its settings from the defaults or
 from ``--from RECIPE``, and its example from the real function, run
 through the engine.  Before the file is written the recipe is read back by
 the loader, its example is run, and every point is applied, in memory, to
@@ -22,8 +22,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from patchkit.core.errors import AnchorError, Location, PatchkitError, RecipeError, TargetError
 from patchkit.core.model import CannotApply, Settings
 from patchkit.core.vocabulary import DEFAULTS, SCHEDULE_KEYS, SETTINGS
-from patchkit.recipe.scaffold import Draft, render
-from patchkit.state.funcref import FunctionRef, read_outline, resolve
+from patchkit.authoring.scaffold import Draft, render
+from patchkit.authoring.funcref import FunctionRef, read_outline, resolve
 
 PROFILER_SHOWN = ("level", "contents", "export_type", "analysis", "save_path", "ranks", "mstx")
 PERIODIC = ("wait", "warmup", "active", "repeat", "skip_first")
@@ -68,7 +68,7 @@ def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[s
     _check(text, path)
     _write(path, text)
     version_range = settings.recipe.target.versions
-    from patchkit.recipe.spec import spell
+    from patchkit.authoring.spec import spell
 
     shown = str(path) if path.is_absolute() or os.sep in str(path) else f".{os.sep}{path}"
     return Written(path, first, tuple(a.point for a in asked), version_range,
@@ -82,7 +82,7 @@ def _refuse_existing(path: Path) -> None:
 
 
 def _asked(spec: str, root: Optional[str]) -> _Asked:
-    from patchkit.recipe.spec import parse
+    from patchkit.authoring.spec import parse
 
     target, _, rest = spec.strip().partition(" ")
     if not rest.strip():
@@ -135,7 +135,7 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
         name = f"{a.ref.qualname} as in {dist} {version or ''}".rstrip()
         if any(e[0] == name for e in examples):
             continue
-        from patchkit.engine.excerpt import example
+        from patchkit.authoring.excerpt import example
 
         mine = [p for p in settings.active_points() if p.cls == cls and p.method == function]
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from patchkit.core.errors import RecipeError
-from patchkit.recipe.spec import parse, spell
+from patchkit.authoring.spec import parse, spell
 
 POINTS = [
     {"at": "method_start", "action": "start"},

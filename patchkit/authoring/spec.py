@@ -23,24 +23,11 @@ from typing import Any, Dict, List, Tuple
 import yaml
 
 from patchkit.core.errors import RecipeError
+from patchkit.recipe.points import flow  # noqa: F401  (a value as a one-line point writes it)
 
 # The keys a one-line point takes, in the order a recipe writes them (scope keys come from the target).
 KEYS = ("nested", "at", "call", "loop", "action", "name", "count", "when", "guard", "reason")
 LOOP_ORDER = ("iter", "target", "calls", "while")
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-
-
-def flow(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(flow(v) for v in value) + "]"
-    if isinstance(value, bool) or value is None:
-        return yaml.safe_dump(value).splitlines()[0]
-    text = str(value)
-    if isinstance(value, int) or (_PLAIN.match(text) and yaml.safe_load(text) == text):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def spell(point: Dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from patchkit.recipe.load import load_recipe
-from patchkit.recipe.scaffold import Draft, render
+from patchkit.authoring.scaffold import Draft, render
 
 DRAFT = Draft(id="mine", description="step after the work", package="pkg", distribution="my-pkg",
               versions=">=1.2", versions_note="the installed version and later", files=("pkg/mod.py",),

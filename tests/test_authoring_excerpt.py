@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.engine.excerpt import example, excerpt
+from patchkit.authoring.excerpt import example, excerpt
 from patchkit.recipe.load import load_recipe
 
 SOURCE = textwrap.dedent('''\

@@ -1,5 +1,5 @@
 """The text of a new recipe file (``patchkit new``): the layout of a recipe, with comments that say where each
-value came from.  It writes text only; :mod:`patchkit.state.newrecipe` gathers the values and checks the result
+value came from.  It writes text only; :mod:`patchkit.authoring.newrecipe` gathers the values and checks the result
 with the recipe loader before anything is written.
 """
 
@@ -9,7 +9,7 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 import yaml
 
-from patchkit.recipe.spec import flow
+from patchkit.authoring.spec import flow
 
 SCHEMA = "# yaml-language-server: $schema=https://patchkit.invalid/recipe.schema.json"
 
@@ -101,6 +101,6 @@ def _block(key: str, text: str) -> List[str]:
 
 
 def described(points: Sequence[Dict[str, Any]]) -> List[str]:
-    from patchkit.recipe.spec import spell
+    from patchkit.authoring.spec import spell
 
     return [spell(p) for p in points]

@@ -1,8 +1,8 @@
-"""A recipe's ``profiler:`` under patchkit's own names: the users' spellings read through one table.
+"""A recipe's ``profiler:`` respelt in patchkit's own names: the users' spellings read through one table.
 
 :mod:`patchkit.core.spellings` declares torch_npu's names of values (``ProfilerLevel.Level1``) and verl's,
 MindSpeed-RL's and torch_npu's names of keys (``profile_level``, ``tool_config.npu.level``,
-``profile_with_memory``).  :func:`normalise` rewrites the YAML data (``KEY=VALUE`` overrides applied) into
+``profile_with_memory``).  :func:`respell` rewrites the YAML data (``KEY=VALUE`` overrides applied) into
 patchkit's names before it is validated, and moves the positions with it, so an error about a value still
 points at the line the user wrote (or at the override as typed), and everything after the loader sees only
 patchkit's names.  An unknown key or word is an error with the nearest accepted spelling and the list.
@@ -21,12 +21,12 @@ HERE = ("profiler",)
 Path = Tuple[Any, ...]
 
 
-def normalise(r: Reader) -> Reader:
+def respell(r: Reader) -> Reader:
     """``r`` with its ``profiler:`` section in patchkit's names; errors at the key or value as written."""
     section = r.data.get("profiler") if isinstance(r.data, dict) else None
     if not isinstance(section, dict):
         return r  # nothing to read here; the reader says what is wrong with it
-    n = _Normaliser(r)
+    n = _Respeller(r)
     profiler = n.run(section)
     return Reader(dict(r.data, profiler=profiler), n.marks, r.path, n.overridden)
 
@@ -57,7 +57,7 @@ def value_hint(setting: v.Setting, value: Any) -> str:
     return f"{guess}pick one of: {', '.join(setting.values)}{also}"
 
 
-class _Normaliser:
+class _Respeller:
     def __init__(self, r: Reader):
         self.r = r
         self.marks = dict(r.marks)

@@ -10,7 +10,7 @@ import yaml
 from patchkit.core.errors import AnchorError, RecipeError, TargetError
 from patchkit.engine.examples import run_examples
 from patchkit.recipe.load import load_recipe
-from patchkit.state.newrecipe import write_new
+from patchkit.authoring.newrecipe import write_new
 
 OWN = Path(__file__).resolve().parent / "own_code" / "installed"
 FIT = "tinytrain.loop:Trainer.fit"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import AnchorError, TargetError
-from patchkit.state.funcref import distribution_of, parse, read_outline, resolve
+from patchkit.authoring.funcref import distribution_of, parse, read_outline, resolve
 
 import realwheels
 
@@ -76,6 +76,30 @@ def test_what_is_not_there_says_where_it_looked(tmp_path):
         read_outline(resolve("tinytrain.loop:Trainer.fitt", str(OWN)))
     assert "class Trainer has no method fitt" in caught.value.message
     assert caught.value.where.path.endswith("loop.py") and "`Trainer.fit`" in caught.value.hint
+
+
+def test_a_file_path_is_read_under_the_root_and_its_absence_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHKIT_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    ref = resolve("tinytrain/loop.py::evaluate", str(OWN))  # not in the current folder: under --root
+    assert ref.path == OWN / "tinytrain" / "loop.py" and ref.package == "tinytrain"
+    with pytest.raises(TargetError) as caught:
+        resolve("tinytrain/nope.py::f", str(OWN))
+    assert caught.value.message == (f"no file tinytrain/nope.py under --root {OWN} "
+                                    f"(looked for {OWN / 'tinytrain' / 'nope.py'})")
+    (tmp_path / "mine.py").write_text("def f():\n    work()\n")
+    with pytest.raises(TargetError) as caught:  # a path from here, with a root given: the hint names both
+        resolve("mine.py::f", str(OWN))
+    assert f"under --root {OWN}" in caught.value.message
+    assert f"mine.py is a file from the current folder" in caught.value.hint and f"{tmp_path / 'mine.py'}::f" in \
+        caught.value.hint
+    assert resolve("mine.py::f").path == tmp_path / "mine.py"  # no root: from the current folder
+    with pytest.raises(TargetError, match=f"no file gone.py from the current folder {tmp_path}"):
+        resolve("gone.py::f")
+    monkeypatch.setenv("PATCHKIT_ROOT", str(OWN))
+    assert resolve("tinytrain/loop.py::evaluate").path == OWN / "tinytrain" / "loop.py"
+    with pytest.raises(TargetError, match=r"under \$PATCHKIT_ROOT"):
+        resolve("mine.py::f")
 
 
 def test_a_module_that_is_a_link_out_of_the_package_is_named_where_the_recipe_finds_it(tmp_path):

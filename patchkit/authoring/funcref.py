@@ -56,9 +56,10 @@ def _qualname(name: str, target: str) -> str:
 def resolve(target: str, root: Optional[str] = None) -> FunctionRef:
     """The file holding the function ``target`` names, and its package and version; reads no file's code."""
     module, path, qualname = parse(target)
+    given = root is not None
+    root = root if given else default_root()
     if path is not None:
-        return _from_path(Path(path), qualname)
-    root = root if root is not None else default_root()
+        return _from_path(_file(path, qualname, root, given), qualname)
     top = module.split(".")[0]
     base = root_dir(root) if root else None
     package_dir = find_package(top, base)
@@ -99,9 +100,26 @@ def _module_file(package_dir: Path, module: str) -> Path:
                       "check the module path: the dotted name as you would import it")
 
 
+def _file(path: str, qualname: str, root: Optional[str], given: bool = True) -> Path:
+    """``path::NAME``'s file: an absolute path as it is, a relative one under the root (``--root``, else
+    ``$PATCHKIT_ROOT``), or from the current folder when there is no root; not there: where it looked, and
+    where the same path is from the current folder, if it is there."""
+    asked = Path(path).expanduser()
+    if asked.is_absolute() or not root:
+        where, file = "" if asked.is_absolute() else f" from the current folder {Path.cwd()}", asked
+    else:
+        base = root_dir(root)
+        where, file = f" under {'--root' if given else '$PATCHKIT_ROOT'} {base}", base / asked
+    if file.is_file():
+        return file
+    here = "" if asked.is_absolute() or not root or not asked.is_file() else (
+        f"; {asked} is a file from the current folder: name it relative to the root, or as "
+        f"{asked.resolve()}::{qualname}")
+    raise TargetError(f"no file {path}{where} (looked for {file.absolute()})", Location(str(file)),
+                      f"name a function as {FORMS}" + here)
+
+
 def _from_path(path: Path, qualname: str) -> FunctionRef:
-    if not path.is_file():
-        raise TargetError(f"no file {path}", Location(str(path)), f"name a function as {FORMS}")
     file = path.resolve()
     top = file.parent
     parts = [file.stem] if file.name != "__init__.py" else []
