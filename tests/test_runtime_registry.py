@@ -124,3 +124,18 @@ def test_a_role_chosen_as_the_line_runs_is_its_key_or_none(capsys):
 def test_a_guard_that_raises_never_raises_even_in_strict_mode(capsys):
     reg.state["strict"] = True
     assert reg.holds(lambda: [][1]) is False and reg.chosen(lambda: [][1]) is None
+
+
+def test_forget_lets_a_recipe_start_afresh_and_keeps_a_running_capture():
+    reg.finished.update({"r", "r/actor", "other"})
+    reg.done["r"] = Cap()
+    reg.checked["r/actor"] = ()
+    reg.refused["r"] = "detached"
+    reg.said.update({("r", "busy"), ("r/actor", "thread"), ("other", "busy"), "plain"})
+    reg.captures["r/ref"] = Cap()
+    reg.finished.add("r/ref")  # (a key is never both; forget must not drop a running one's entries)
+    reg.forget("r")
+    assert reg.finished == {None, "other", "r/ref"} and reg.done == {} and reg.checked == {}
+    assert "r" not in reg.refused and reg.said == {("other", "busy"), "plain"}
+    assert reg.recipe_of("r/actor") == "r" and reg.recipe_of(None) is None
+    reg.captures.clear()

@@ -66,11 +66,13 @@ import threading
 from patchkit.runtime.control import at_exit as _at_exit  # noqa: F401  (tests call what process exit does)
 from patchkit.runtime.control import bad_key as _bad_key
 from patchkit.runtime.control import call as _call
+from patchkit.runtime.control import close  # noqa: F401  (patchkit attach: end a recipe at its next step)
 from patchkit.runtime.registry import captures as _captures
 from patchkit.runtime.registry import chosen as _chosen
 from patchkit.runtime.registry import clear as _clear
 from patchkit.runtime.registry import done as _done
 from patchkit.runtime.registry import fail as _fail
+from patchkit.runtime.registry import forget  # noqa: F401  (patchkit attach: a recipe attached again starts afresh)
 from patchkit.runtime.registry import finished as _finished
 from patchkit.runtime.registry import holds as _holds
 from patchkit.runtime.registry import lock as _lock
@@ -83,7 +85,7 @@ from patchkit.runtime.ranges import (  # noqa: F401  (the calls of range and mar
 )
 
 __all__ = ["configure", "start", "step", "on_exit", "refuse", "range_start", "range_end", "ranged", "mark", "reset",
-           "set_strict", "report", "schedule_action", "require", "LINES"]
+           "set_strict", "report", "schedule_action", "require", "close", "forget", "LINES"]
 
 # The lines this runtime serves: 2 passes a point's guard (and a role chosen as the line runs) as a callable.
 LINES = 2
