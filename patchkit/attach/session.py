@@ -25,7 +25,7 @@ from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.core import private
 
 POLL = 0.05
-DONE = ("restored", "refused", "failed", "gone", "no answer")
+DONE = ("restored", "refused", "failed", "gone", "no answer", "handed over")
 RECORDS = "attached"
 
 
@@ -239,6 +239,9 @@ def detach(pid: int, timeout: float = 60) -> List[Dict[str, Any]]:
         status = read_status(rec.out) or {}
         while status.get("state") not in DONE and time.time() < deadline:
             time.sleep(POLL)
+            if not os.path.isdir(rec.out):  # the attaching command saw the end first, said it, and cleaned up
+                status = dict(status, state="handed over", attacher=rec.attacher)
+                break
             status = read_status(rec.out) or status
         out.append(dict(status, recipe=rec.recipe))
         if status.get("state") in DONE and not _running(rec.attacher):

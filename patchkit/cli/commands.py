@@ -244,10 +244,10 @@ def demo(keep: bool) -> None:
 
 
 # commands defined beside what they say (imported after main: the capture, after the capture, your own recipes)
-from patchkit.cli import analysis as _analysis, authoring as _authoring, traces as _traces  # noqa: E402
+from patchkit.cli import analysis as _analysis, attach as _attach, authoring as _authoring, traces as _traces  # noqa: E402
 
 for _command in (_traces.traces, _traces.collect, _analysis.analyse_cmd, _analysis.summary_cmd,
-                 _analysis.compare_cmd, _authoring.points_cmd, _authoring.new_cmd):
+                 _analysis.compare_cmd, _authoring.points_cmd, _authoring.new_cmd, _attach.attach_cmd, _attach.detach_cmd):
     main.add_command(_command)
 
 if __name__ == "__main__":  # pragma: no cover
