@@ -1,7 +1,7 @@
 """A training job started without patchkit, for the attach tests and bench/attach.py.
 
 Trains pkjob's Trainer (tests/attach_helpers.py writes it) on CPU, one JSON line per step (its index,
-start and end time, loss) in --journal, until --steps or until the --stop file appears; then a last line with the number
+start and end time, the main thread's CPU time, loss) in --journal, until --steps or until the --stop file appears; then a last line with the number
 of steps, whether each target function has its original code object and whether a name of patchkit's is
 left in the module.  Under torchrun each rank logs to --journal.<rank> and the ranks stop together.
 """
@@ -41,9 +41,10 @@ def main():
         return bool(flag.item())
 
     def one(i, fn):
-        t0 = time.time()
+        t0, c0 = time.time(), time.thread_time()
         fn(i)
-        log.write(json.dumps({"step": i, "start": t0, "end": time.time(), "loss": trainer.losses[-1]}) + "\n")
+        log.write(json.dumps({"step": i, "start": t0, "end": time.time(), "cpu": time.thread_time() - c0,
+                              "loss": trainer.losses[-1]}) + "\n")
         log.flush()
         return not stop()
 
