@@ -206,3 +206,13 @@ def test_the_swap_and_its_undo_hold_on_each_other_cpython(tmp_path, version):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.splitlines()[-1])
     assert out == {"swapped": True, "back": True, "losses": [0.0, 0.5, 1.0], "left": False}, done.stderr
+
+
+def test_traces_are_said_with_the_job_s_own_folder(job, tmp_path, monkeypatch):
+    train, site = job
+    monkeypatch.chdir(tmp_path)
+    spec = spec_for(tmp_path, site, steps=1, overrides=["profiler.save_path=rel/traces"])
+    agent.attach(spec)
+    train.Trainer(0, 0.0).step_logged(0)
+    (trace,) = wait_state(spec, "restored")["captures"][0]["traces"]
+    assert trace.startswith(str(tmp_path / "rel" / "traces") + os.sep)  # the attaching command runs elsewhere

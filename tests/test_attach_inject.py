@@ -162,3 +162,32 @@ def test_a_process_gone_before_gdb_gets_in_is_an_error_not_a_hang(tmp_path):
         assert sorted(os.listdir(f.base)) == sorted(["out", os.path.basename(f.request)])  # gdb's files removed
     finally:
         payload.remove(f)
+
+
+FAKE_SENDER = """#!/bin/sh
+printf '%s\\n' "$@" > "$(dirname "$0")/args"
+cp "$5" "$(dirname "$0")/script"
+[ -n "$FAIL" ] && { echo "RuntimeError: $FAIL" >&2; exit 1; }
+exit 0
+"""
+
+
+def test_on_3_14_the_lines_go_as_a_private_file_to_sys_remote_exec(tmp_path, monkeypatch, folder):
+    sender = tmp_path / "python3.14"
+    sender.write_text(FAKE_SENDER)
+    sender.chmod(0o755)
+    t = access.Target(me(), None, "remote_exec", str(sender))
+    inject.send(t, folder, str(REPO))
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[:2] == ["-I", "-c"] and "sys.remote_exec(int(sys.argv[1]), sys.argv[2])" in args[2]
+    assert args[3] == str(os.getpid()) and args[4].startswith(folder.base)
+    assert oct(os.stat(args[4]).st_mode & 0o777) == "0o600"
+    assert (tmp_path / "script").read_text() == inject.bootstrap(folder, str(REPO))
+    monkeypatch.setenv("FAIL", "Remote debugging is not enabled in the remote process")
+    again = payload.folder(me(), {"recipe": "r"}, "")
+    try:
+        with pytest.raises(inject.AttachError, match="sys.remote_exec into process") as err:
+            inject.through_remote_exec(t, again, "")
+        assert "turned remote debugging off" in err.value.hint
+    finally:
+        payload.remove(again)

@@ -207,7 +207,8 @@ class Attachment:
 
     def report(self, state, **extra):
         self.state = state
-        captures = [r for r in self.runtime_report() if r["key"].partition("/")[0] == self.recipe]
+        captures = [dict(r, traces=[os.path.abspath(t) for t in r["traces"]])  # the job's folder: said elsewhere
+                    for r in self.runtime_report() if r["key"].partition("/")[0] == self.recipe]
         self.channel.write(dict(self.base, state=state, time=time.time(), attached_at=self.attached_at,
                                 targets=self.targets, steps=self.spec["steps"], captures=captures,
                                 functions=sum(len(s.functions) for s in self.swaps), **extra))

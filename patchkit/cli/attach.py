@@ -94,9 +94,9 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
         say(f"pid {a.pid}: {a.target.python.shown}, in through {a.target.way}; {printable(a.target.proc.command)[:120]}")
     if s.spec.get("version_note"):
         say(f"note: {printable(s.spec['version_note'])}")
-    s.inject()
     _interrupts_as_keyboard()
     try:
+        s.inject()
         s.wait(said, timeout, until=("attached", "recording", "closing"))
         bad = [a for a in s.attached if a.state in ("refused", "failed", "no answer", "gone")
                and not (match and SKIPPED in str(a.status.get("error")))]
