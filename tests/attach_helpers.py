@@ -235,11 +235,14 @@ def gdb_missing() -> str:
 
 
 def ptrace_denied() -> str:
-    """Why this machine will not let a process trace its child here ("" when it will)."""
+    """Why this machine will not let the tests trace a job they started ("" when it will): gdb and the attaching
+    command are the job's siblings, not its parents, so Yama's scope 1 already needs CAP_SYS_PTRACE."""
     try:
         scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
     except (OSError, ValueError):
         scope = 0
-    if scope >= 2 and os.geteuid() != 0:
-        return f"Yama ptrace_scope is {scope}"
+    from patchkit.attach.access import CAP_SYS_PTRACE, my_caps
+
+    if scope >= 3 or (scope >= 1 and not my_caps() & CAP_SYS_PTRACE):
+        return f"Yama ptrace_scope is {scope} and this user lacks CAP_SYS_PTRACE"
     return ""

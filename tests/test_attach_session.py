@@ -23,7 +23,7 @@ def test_every_process_is_checked_before_any_is_injected(tmp_path):
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         time.sleep(0.3)
-        s = session.Session([job.pid, sleeper.pid], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=2)
+        s = session.Session([sleeper.pid, job.pid], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=2)
         with pytest.raises(AttachError, match="is not a Python interpreter"):
             s.prepare()
         assert s.attached == [] and not [p for p in os.listdir("/tmp") if p.startswith(f"patchkit-attach-{job.pid}-")]
@@ -81,6 +81,7 @@ def test_a_record_of_an_ended_process_is_forgotten(tmp_path):
     assert session.status(os.getpid()) == []
 
 
+@pytest.mark.skipif(bool(helpers.gdb_missing()), reason=helpers.gdb_missing() or "")
 def test_an_injection_that_fails_is_withdrawn_everywhere(tmp_path, monkeypatch):
     site = helpers.site(tmp_path)
     job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
