@@ -107,6 +107,14 @@ def test_each_refusal_names_its_cause(procs, monkeypatch, tmp_path):
     assert "apt-get install gdb" in err.value.hint
 
 
+def test_a_process_a_debugger_traces_already_is_refused(procs):
+    traced = procs([sys.executable, "-c", "import ctypes, time; ctypes.CDLL(None).ptrace(0, 0, 0, 0); time.sleep(60)"])
+    if read(traced.pid).tracer != os.getpid():
+        pytest.skip("PTRACE_TRACEME is not allowed here")
+    with pytest.raises(AttachError, match=f"traced already, by process {os.getpid()}"):
+        access.check(traced.pid, LINES)
+
+
 def test_an_interpreter_replaced_on_disk_is_refused(procs, tmp_path):
     real = os.path.realpath(sys.executable)
     copy = tmp_path / "bin" / os.path.basename(real)

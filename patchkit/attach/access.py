@@ -4,8 +4,9 @@
 (:mod:`patchkit.attach.probe`) and returns a :class:`Target`; each reason not to go on is an
 :class:`~patchkit.attach.process.AttachError` (exit 1) that names the cause and the fix:
 
-- the process exists, is not this command or one of its parents, and is a CPython 3.10+ interpreter whose
-  file is still on disk, seeing the same files as this command (no container between them);
+- the process exists, is not this command or one of its parents, nor traced by a debugger already, and is a
+  CPython 3.10+ interpreter whose file is still on disk, seeing the same files as this command (no container
+  between them);
 - only its owner or root may attach; the kernel must let this user trace it: Yama's ``ptrace_scope``, and
   ``CAP_SYS_PTRACE`` (missing in a default container, even as root);
 - the job has not asked to be left alone: ``PYTHON_DISABLE_REMOTE_DEBUG`` in its environment (unless it
@@ -124,6 +125,9 @@ def check(pid: int, lines: int, install: Optional[str] = None) -> Target:
     problem = ptrace_problem(proc, os.geteuid(), my_caps(), yama_scope(), os.getpid() in ancestors(pid))
     if problem:
         raise AttachError(problem[0], where(pid), problem[1])
+    if proc.tracer:
+        raise AttachError(f"process {pid} is being traced already, by process {proc.tracer} (a debugger, or a "
+                          "profiler such as py-spy --native)", where(pid), "attach once that one has let go of it")
     if python_name(proc.exe) is None:
         if embeds_python(pid):
             raise AttachError(f"process {pid} runs {proc.exe or proc.name}, which embeds Python: attach gets only into a "

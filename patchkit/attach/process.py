@@ -43,6 +43,7 @@ class Process(NamedTuple):
     caps: int  # effective capabilities
     permitted: int
     name: str
+    tracer: int = 0  # the pid of a debugger tracing it already (0: none)
 
     @property
     def uid(self) -> int:
@@ -89,7 +90,7 @@ def read(pid: int) -> Process:
     return Process(pid, _ints(status.get("Uid", "")), _ints(status.get("Gid", "")), _ints(status.get("Groups", "")),
                    int(status.get("PPid", "0")), exe[: -len(" (deleted)")] if deleted else exe, deleted, argv,
                    int(fields[19]), int(status.get("CapEff", "0"), 16), int(status.get("CapPrm", "0"), 16),
-                   status.get("Name", ""))
+                   status.get("Name", ""), int(status.get("TracerPid", "0") or 0))
 
 
 def environ(pid: int) -> Dict[str, str]:
