@@ -27,6 +27,9 @@ def test_every_process_is_checked_before_any_is_injected(tmp_path):
         with pytest.raises(AttachError, match="is not a Python interpreter"):
             s.prepare()
         assert s.attached == [] and not [p for p in os.listdir("/tmp") if p.startswith(f"patchkit-attach-{job.pid}-")]
+        nowhere = session.Session([sleeper.pid], str(helpers.recipe(tmp_path, "logged")), root=str(tmp_path), steps=2)
+        with pytest.raises(AttachError, match="is not a Python interpreter"):  # before the plan's own error
+            nowhere.prepare()
     finally:
         for p in (sleeper, job):
             p.kill()

@@ -207,3 +207,30 @@ def test_each_refusal_is_an_error_and_changes_nothing(tmp_path, site, jobs):
     quiet.finish()
     assert all(final["original"].values()) and final["left"] == [] and not list((tmp_path / "traces").glob("*"))
     assert not [p for p in os.listdir("/tmp") if p.startswith(f"patchkit-attach-{job.pid}-")]
+
+
+def test_only_the_owner_or_root_may_attach(tmp_path, site, jobs):
+    system = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"  # one another user may run
+    if os.geteuid() != 0 or not os.path.exists(system):
+        pytest.skip("needs root (to run the command as another user) and a system Python of this version")
+    import site as site_module
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="patchkit-home-"))
+    os.chown(home, 65534, 65534)
+    job = start(jobs, tmp_path, site, steps=100000)
+    try:
+        job.wait_steps(2)
+        env = {"PATH": os.defpath, "PATCHKIT_HOME": str(home),
+               "PYTHONPATH": os.pathsep.join([str(helpers.REPO), *site_module.getsitepackages()])}
+        sample = helpers.REPO / "patchkit" / "demo" / "sample"  # a recipe and a tree that user may read
+        done = subprocess.run([system, "-m", "patchkit", "attach", str(job.pid), "verl-fsdp-update", "--root",
+                               str(sample)], capture_output=True, text=True, env=env, cwd="/", timeout=300,
+                              user=65534, group=65534, extra_groups=[])
+        assert done.returncode == 1 and "only its owner or root may attach" in done.stderr, done.stderr
+    finally:
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)
+    final, _ = job.finish()
+    assert all(final["original"].values())

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 from patchkit.attach import access, inject, payload
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.core import private
+from patchkit.core.errors import PatchkitError
 
 POLL = 0.05
 DONE = ("restored", "refused", "failed", "gone", "no answer", "handed over")
@@ -137,8 +138,13 @@ class Session:
         self.settings = s
         with ThreadPoolExecutor(max_workers=4) as pool:
             checks = [pool.submit(access.check, pid, LINES, self.install) for pid in self.pids]
-            self.spec = payload.request(s, self.steps, self.root, self.versions)
-            targets = [c.result() for c in checks]  # the first refusal is raised here
+            try:
+                self.spec, planned = payload.request(s, self.steps, self.root, self.versions), None
+            except PatchkitError as exc:
+                planned = exc
+            targets = [c.result() for c in checks]  # the first refusal is raised here: a process's comes first
+        if planned is not None:
+            raise planned
         self.attached = [Attached(t) for t in targets]
 
     def inject(self) -> None:
