@@ -216,3 +216,18 @@ def test_traces_are_said_with_the_job_s_own_folder(job, tmp_path, monkeypatch):
     train.Trainer(0, 0.0).step_logged(0)
     (trace,) = wait_state(spec, "restored")["captures"][0]["traces"]
     assert trace.startswith(str(tmp_path / "rel" / "traces") + os.sep)  # the attaching command runs elsewhere
+
+
+def test_the_job_s_own_ctrl_c_during_the_swap_is_given_back_and_nothing_stays_changed(tmp_path):
+    site = helpers.site(tmp_path)
+    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    spec = dict(spec_for(tmp_path, site), header="raise KeyboardInterrupt\n")
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    child = ("import json, sys, time\nimport pkjob.train as train\nfrom patchkit.attach import agent\n"
+             "inner = vars(train.Trainer)['step_logged'].__closure__[0].cell_contents\noriginal = inner.__code__\n"
+             "agent.attach(json.load(open(sys.argv[1])))\ntry:\n    time.sleep(2)\n    print('lost')\n"
+             "except KeyboardInterrupt:\n    print('given back', inner.__code__ is original)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    done = subprocess.run([sys.executable, "-c", child, str(tmp_path / "spec.json")], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.stdout.strip() == "given back True", done.stderr

@@ -191,3 +191,18 @@ def test_on_3_14_the_lines_go_as_a_private_file_to_sys_remote_exec(tmp_path, mon
         assert "turned remote debugging off" in err.value.hint
     finally:
         payload.remove(again)
+
+
+def test_the_job_s_own_ctrl_c_caught_inside_is_given_back_to_it(tmp_path, folder):
+    fake = tmp_path / "fakeroot" / "patchkit" / "attach"
+    fake.mkdir(parents=True)
+    for d in (fake.parent, fake):
+        (d / "__init__.py").write_text("")
+    (fake / "agent.py").write_text("def attach(spec):\n    raise KeyboardInterrupt\n")
+    (tmp_path / "snippet.py").write_text(inject.bootstrap(folder, str(fake.parent.parent)))
+    program = ("import sys, time\nexec(open(sys.argv[1]).read(), {'__name__': '__main__'})\ntry:\n"
+               "    for _ in range(200):\n        time.sleep(0.01)\n    print('lost')\n"
+               "except KeyboardInterrupt:\n    print('given back')\n")
+    done = subprocess.run([sys.executable, "-c", program, str(tmp_path / "snippet.py")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ""}, timeout=60)
+    assert done.stdout.strip() == "given back", done.stderr

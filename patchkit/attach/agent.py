@@ -76,6 +76,16 @@ def attach(spec):
     except BaseException as exc:  # noqa: BLE001 - whatever it is, the job must run on
         channel.write(dict(base, state="failed", error=f"{type(exc).__name__}: {exc}", time=time.time()))
         say(f"failed ({type(exc).__name__}: {exc}); the job runs on with its own code")
+        if isinstance(exc, KeyboardInterrupt):
+            give_back_interrupt()
+
+
+def give_back_interrupt():
+    """The job's own Ctrl-C, caught in here: delivered again once these lines have returned (50 ms later, from
+    another thread: delivered now, it would land in the ``except`` that keeps the pending call from failing)."""
+    import _thread
+
+    threading.Timer(0.05, _thread.interrupt_main).start()
 
 
 def pyc_problem(module, path, source):

@@ -82,6 +82,8 @@ def _failed(out, exc):
                          "; nothing changed, the job runs on\n")
     except BaseException:
         pass
+    if isinstance(exc, KeyboardInterrupt):  # the job's own Ctrl-C: given back once these lines have returned
+        __import__("threading").Timer(0.05, __import__("_thread").interrupt_main).start()
 '''
 
 
