@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
     ("runtime_overhead.py", ["--calls", "200", "--reps", "1", "--window-calls", "5"], "ratio injected / prof.step()"),
     ("startup.py", ["--rounds", "1"], "goal <= 1.5x"),
     ("traces.py", ["--quick"], "goal (peak < 300 MB and no slower than HTA) applies to the 1 GB trace"),
+    ("attach.py", ["--quick"], "goal"),  # where gdb or tracing is missing it says so instead of measuring
 ])
 def test_the_benchmark_runs_to_its_verdict(script, args, says, tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, cwd=tmp_path,

@@ -219,3 +219,35 @@ def test_open_window_is_flushed_at_process_exit(tmp_path):
 
 
 # a full disk while the trace is written: tests/test_runtime_full_disk.py
+
+
+# ---------------------------------------------------------------------------
+# close (patchkit attach's detach)
+
+
+def test_close_finishes_a_running_window_at_its_next_step_in_its_own_thread(tmp_path):
+    runtime.configure("cl", **settings(tmp_path / "cl", steps=tuple(range(50)), active=1))
+    for _ in range(3):
+        runtime.step("cl")
+    closed = []
+    other = threading.Thread(target=lambda: closed.append(runtime.close("cl", "patchkit detach")))
+    other.start()
+    other.join()
+    assert closed == [["cl"]] and "cl" in runtime._captures  # not stopped from another thread
+    runtime.step("cl")  # ends step 2: the window closes there, flushed
+    (r,) = runtime.report()
+    assert r["state"] == "finished" and r["recorded"] == [(0, 2)] and len(r["traces"]) == 1
+    runtime.step("cl")  # finished: nothing more
+    assert runtime.report()[0]["recorded"] == [(0, 2)]
+
+
+def test_close_before_the_start_keeps_the_recipe_from_starting(tmp_path, capsys):
+    runtime.configure("cl", **settings(tmp_path / "cl"))
+    assert runtime.close("cl", "patchkit detach") == []
+    runtime.start("cl")
+    runtime.step("cl")
+    assert runtime.report() == [] and not (tmp_path / "cl").exists() and "cl" in runtime._finished
+    runtime.forget("cl")  # attached again: it may start
+    runtime.step("cl")
+    runtime.step("cl")
+    assert runtime.report()[0]["recorded"] == [(0, 0)]

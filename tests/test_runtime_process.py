@@ -124,3 +124,18 @@ def test_a_role_chosen_as_the_line_runs_is_its_key_or_none(capsys):
 def test_a_guard_that_raises_never_raises_even_in_strict_mode(capsys):
     process.state["strict"] = True
     assert process.holds(lambda: [][1]) is False and process.chosen(lambda: [][1]) is None
+
+
+def test_forget_lets_a_recipe_start_afresh_and_keeps_a_running_capture():
+    process.finished.update({"r", "r/actor", "other"})
+    process.done["r"] = Cap()
+    process.checked["r/actor"] = ()
+    process.refused["r"] = "detached"
+    process.said.update({("r", "busy"), ("r/actor", "thread"), ("other", "busy"), "plain"})
+    process.captures["r/ref"] = Cap()
+    process.finished.add("r/ref")  # (a key is never both; forget must not drop a running one's entries)
+    process.forget("r")
+    assert process.finished == {None, "other", "r/ref"} and process.done == {} and process.checked == {}
+    assert "r" not in process.refused and process.said == {("other", "busy"), "plain"}
+    assert process.recipe_of("r/actor") == "r" and process.recipe_of(None) is None
+    process.captures.clear()

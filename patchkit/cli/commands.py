@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from patchkit import DISTRIBUTION, __version__
-from patchkit.cli import analysis, authoring, capture, demo, patch, recipes, run, traces
+from patchkit.cli import analysis, attach, authoring, capture, demo, patch, recipes, run, traces
 from patchkit.core.errors import PatchkitError
 from patchkit.core.printable import printable
 
@@ -61,6 +61,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     patchkit revert --all          restore the original bytes
     patchkit run RECIPE -- CMD     run CMD with the recipe applied in memory
     patchkit capture RECIPE        ask a running job (trigger=manual) for a window
+    patchkit attach PID RECIPE     record the next steps of a job started without patchkit
     patchkit points MOD:CLS.METHOD where a point can go; `patchkit new` writes a recipe of them
     """
     ctx.obj = {"debug": debug}
@@ -69,7 +70,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 # Every command, each from the module that says what it did (`patchkit --help` lists them by name).
 COMMANDS = (recipes.list_recipes, recipes.show, patch.diff, patch.apply, patch.revert, patch.status, recipes.validate,
             recipes.test, run.run, capture.capture, demo.demo, traces.traces, traces.collect, analysis.analyse_cmd,
-            analysis.summary_cmd, analysis.compare_cmd, authoring.points_cmd, authoring.new_cmd)
+            analysis.summary_cmd, analysis.compare_cmd, authoring.points_cmd, authoring.new_cmd, attach.attach_cmd,
+            attach.detach_cmd)
 for _command in COMMANDS:
     main.add_command(_command)
 

@@ -70,12 +70,14 @@ import threading
 from patchkit.runtime.control import at_exit as _at_exit  # noqa: F401  (tests call what process exit does)
 from patchkit.runtime.control import bad_key as _bad_key
 from patchkit.runtime.control import call as _call
+from patchkit.runtime.control import close  # noqa: F401  (patchkit attach: end a recipe at its next step)
 from patchkit.runtime.process import captures as _captures
 from patchkit.runtime.process import chosen as _chosen
 from patchkit.runtime.process import clear as _clear
 from patchkit.runtime.process import done as _done
 from patchkit.runtime.process import fail as _fail
 from patchkit.runtime.process import finished as _finished
+from patchkit.runtime.process import forget  # noqa: F401  (patchkit attach: a recipe attached again starts afresh)
 from patchkit.runtime.process import holds as _holds
 from patchkit.runtime.process import lock as _lock
 from patchkit.runtime.process import quick as _quick
@@ -87,7 +89,7 @@ from patchkit.runtime.ranges import (  # noqa: F401  (the calls of range and mar
 )
 
 __all__ = ["configure", "start", "step", "on_exit", "refuse", "range_start", "range_end", "ranged", "mark", "reset",
-           "set_strict", "report", "schedule_action", "require", "LINES"]
+           "set_strict", "report", "schedule_action", "require", "close", "forget", "LINES"]
 
 # The lines this runtime serves: 2 passes a point's guard (and a role chosen as the line runs) as a callable.
 LINES = 2

@@ -16,10 +16,10 @@ import threading
 
 from patchkit.runtime.capture import Capture
 from patchkit.runtime.process import (
-    captures, checked, fail, finished, lock, once, quick, refused, say, settings, state, strict,
+    captures, checked, closing, fail, finished, lock, once, quick, recipe_of, refused, say, settings, state, strict,
 )
 
-__all__ = ["call", "bad_key", "at_exit"]
+__all__ = ["call", "bad_key", "at_exit", "close"]
 
 
 def bad_key(key):
@@ -44,6 +44,12 @@ def call(key, stepping):
                 fail(key, "could not start the profiler", exc)
             return
         if not stepping:
+            return
+        if key in closing and cap.thread == threading.get_ident():
+            try:
+                cap.finish(closing.pop(key))
+            except Exception as exc:
+                fail(key, "the profiler failed while closing", exc)
             return
         if cap.thread != threading.get_ident():
             once((key, "thread"), f"{key}: step from thread {threading.current_thread().name} ignored; the "
@@ -183,6 +189,19 @@ def try_start(key):
         atexit.register(at_exit)
     quick[key] = cap.quick_step
     cap.begin()
+
+
+def close(recipe_id, why):
+    """End ``recipe_id`` in this process, from any thread: no key of it starts from now on, and a running capture
+    finishes (its window flushed, its manifest written) at its next step, in the thread that owns it (a profiler
+    must not be stopped from another).  Returns the keys still capturing until then."""
+    with lock:
+        refused[recipe_id] = why
+        running = [k for k in captures if recipe_of(k) == recipe_id]
+        for key in running:
+            closing[key] = why
+            quick.pop(key, None)  # its next step takes the full path, which closes it
+        return running
 
 
 def at_exit():

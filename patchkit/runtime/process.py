@@ -21,17 +21,35 @@ quick = {}  # key -> the capture's quick_step, for the per-step path of a runnin
 done = {}  # key -> Capture, finished (for report())
 said = set()  # (key, topic): lines printed once
 checked = {}  # key -> (settings, normalised settings, rank) of a start that had to wait
+closing = {}  # key -> why: the capture finishes at its next step, in its own thread (patchkit detach)
 lock = threading.RLock()
 state = {"active": None, "strict": False, "atexit": False}
 
 
 def clear():
     """Forget every table (the caller holds :data:`lock`)."""
-    for table in (captures, quick, done, settings, refused, said, checked, finished):
+    for table in (captures, quick, done, settings, refused, said, checked, finished, closing):
         table.clear()
     finished.add(None)
     state["active"] = None
     state["strict"] = False
+
+
+def recipe_of(key):
+    """``"verl-fsdp-update/actor"`` -> ``"verl-fsdp-update"``; None for anything that is not a key."""
+    return key.partition("/")[0] if isinstance(key, str) else None
+
+
+def forget(recipe_id):
+    """Forget every key of ``recipe_id`` that is not capturing: finished, refused, said lines, checks.  So a
+    recipe attached again to a running job (``patchkit attach``) starts afresh; a running capture is kept."""
+    with lock:
+        for table in (finished, done, checked, closing):
+            for key in [k for k in table if recipe_of(k) == recipe_id and k not in captures]:
+                table.discard(key) if isinstance(table, set) else table.pop(key, None)
+        refused.pop(recipe_id, None)
+        for topic in [t for t in said if isinstance(t, tuple) and t and recipe_of(t[0]) == recipe_id]:
+            said.discard(topic)
 
 
 def strict():

@@ -1,0 +1,17 @@
+"""Attach: a job started without patchkit records its next steps with a recipe's code, then runs as it was.
+
+The attaching side, in the command's process:
+
+- :mod:`.process`: a process as ``/proc`` shows it; ``--match``; :class:`~.process.AttachError`.
+- :mod:`.probe`: the job's interpreter asked, as the job's user: version, flavour, the runtime importable.
+- :mod:`.access`: every check made before anything is injected (owner or root, Yama, CAP_SYS_PTRACE, gdb,
+  remote debugging turned off, the runtime).
+- :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.
+- :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
+- :mod:`.session`: ``attach``, ``detach`` and ``attach --status`` as an API.
+
+Inside the job (standard library and :mod:`patchkit.runtime` only; an import-linter contract keeps it so):
+
+- :mod:`.agent`: checks, swaps in, watches, swaps back.
+- :mod:`.swap`: the live functions behind their decorators, their code objects swapped and swapped back.
+"""

@@ -1,0 +1,277 @@
+"""In the job: what ``patchkit attach`` runs there, on the main thread, once its hash-checked request is read.
+
+:func:`attach` checks everything first and changes nothing unless all of it holds: the module is imported,
+its file is the one planned (sha256) and the one the job loaded (every function of it equals the file
+compiled afresh; a compiled copy, when there is one, records the file's size and time), each target is
+found alive and its instrumented twin has the same free variables.  Then it configures the runtime for the
+recipe (fresh: a recipe attached before starts again), puts ``_patchkit_runtime`` in the module's namespace
+and swaps the code objects (:mod:`patchkit.attach.swap`).  A refusal or a failure is written to the
+channel and said in one line on stderr; the job runs on with its own code.
+
+A daemon thread then watches, every :data:`POLL` seconds: when the recipe's capture is over (its window
+closed, or it never starts here: not a listed rank), when ``detach`` appears in the channel or the channel
+goes (the attaching command ended), it swaps the originals back, and removes ``_patchkit_runtime`` once no
+frame runs instrumented code.  A detach asked mid-window ends the capture at its next step, in its own
+thread, so the window is flushed (:func:`patchkit.runtime.close`).  Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+from patchkit.attach.swap import CodeType, Refused, functions_in, in_flight, plan_swaps, scope_name
+
+POLL = 0.05
+RUNTIME = "_patchkit_runtime"
+ACTIVE = {}  # recipe id -> its Attachment, while attached in this process
+STATUS, DETACH = "status.json", "detach"
+
+
+def say(message):
+    try:
+        sys.stderr.write(f"[patchkit] attach: {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+class Channel:
+    """The folder the attaching command reads: ``status.json`` (replaced whole), and ``detach`` when asked."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def write(self, record):
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".status-", dir=self.folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(record, handle)
+            os.replace(tmp, os.path.join(self.folder, STATUS))
+        except Exception:  # the attaching command has gone (its folder with it): nobody to tell
+            pass
+
+    def detach_asked(self):
+        return os.path.exists(os.path.join(self.folder, DETACH)) or not os.path.isdir(self.folder)
+
+
+def attach(spec):
+    """The entry point (main thread); never raises into the job."""
+    channel = Channel(spec.get("channel", ""))
+    base = {"pid": os.getpid(), "recipe": spec.get("recipe"), "id": spec.get("id")}
+    try:
+        current = ACTIVE.get(spec["recipe"])
+        if current is not None:
+            raise Refused(f"{spec['recipe']} is attached already (by request {current.spec['id']}): "
+                          f"`patchkit detach {os.getpid()}` first")
+        Attachment(spec, channel, base).start()
+    except Refused as exc:
+        channel.write(dict(base, state="refused", error=str(exc), time=time.time()))
+        say(f"{exc}; nothing changed, the job runs on")
+    except BaseException as exc:  # noqa: BLE001 - whatever it is, the job must run on
+        channel.write(dict(base, state="failed", error=f"{type(exc).__name__}: {exc}", time=time.time()))
+        say(f"failed ({type(exc).__name__}: {exc}); the job runs on with its own code")
+        if isinstance(exc, KeyboardInterrupt):
+            give_back_interrupt()
+
+
+def give_back_interrupt():
+    """The job's own Ctrl-C, caught in here: delivered again once these lines have returned (50 ms later, from
+    another thread: delivered now, it would land in the ``except`` that keeps the pending call from failing)."""
+    import _thread
+
+    threading.Timer(0.05, _thread.interrupt_main).start()
+
+
+def pyc_problem(module, path, source):
+    """Why the compiled copy of the module says its file changed since it was compiled; "" if it does not."""
+    import importlib.util
+
+    cached = getattr(getattr(module, "__spec__", None), "cached", None)
+    try:
+        with open(cached, "rb") as handle:
+            head = handle.read(16)
+        st = os.stat(path)
+    except (OSError, TypeError):
+        return ""  # no compiled copy (read-only folder, -B): the code objects decide alone
+    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
+        return ""
+    flags = int.from_bytes(head[4:8], "little")
+    if flags & 1:  # a hash-based .pyc
+        return "" if head[8:16] == importlib.util.source_hash(source) else "its source hash"
+    mtime, size = int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")
+    if (mtime, size) != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
+        return f"its size and time ({size} bytes, {mtime}) against the file's ({st.st_size} bytes, {int(st.st_mtime)})"
+    return ""
+
+
+def changed_function(module, original, path):
+    """The first function of the module (or of a class it defines) that no longer matches the file ("" if none)."""
+    fresh = {}
+    for code in [original] + [c for c in original.co_consts if isinstance(c, CodeType)]:
+        for c in code.co_consts:
+            if isinstance(c, CodeType):
+                fresh.setdefault(getattr(c, "co_qualname", c.co_name), []).append(c)  # 3.10: the name
+    for value in list(vars(module).values()):
+        holders = [value]
+        if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
+            holders = list(vars(value).values())
+        for item in holders:
+            for fn in functions_in(item):
+                code = fn.__code__
+                if os.path.realpath(code.co_filename) != path:
+                    continue
+                name = getattr(code, "co_qualname", code.co_name)
+                if name in fresh and not any(code == c for c in fresh[name]):
+                    return f"{name} differs"
+    return ""
+
+
+class Attachment:
+    """One recipe attached to this process: its swaps, and the thread that takes them out again."""
+
+    def __init__(self, spec, channel, base):
+        self.spec, self.channel, self.base = spec, channel, base
+        self.recipe = spec["recipe"]
+        self.swaps, self.modules, self.targets = [], [], []
+        self.state, self.attached_at, self.detach_why = "checking", None, ""
+
+    # -- getting in ----------------------------------------------------------------------------------
+
+    def check_module(self, entry):
+        name, path = entry["name"], os.path.realpath(entry["file"])
+        module = sys.modules.get(name)
+        if module is None:
+            raise Refused(f"the job has not imported {name} (yet?): attach when it has, or pick the recipe of "
+                          "the code it runs")
+        if RUNTIME in vars(module):
+            raise Refused(f"{name} runs with patchkit's lines already (applied, or `patchkit run`): ask it with "
+                          "`patchkit capture` (schedule.trigger=manual) instead")
+        named = getattr(module, "__file__", None) or ""
+        loaded = os.path.realpath(named) if named else ""
+        if loaded != path:
+            top = loaded[: -len(entry["relpath"])].rstrip("/") if loaded.endswith(entry["relpath"]) else ""
+            raise Refused(f"the job imported {name} from {loaded or 'no file'}, not {path} that patchkit planned"
+                          + (f": pass --root {top}" if top else ""))
+        with open(path, "rb") as handle:
+            source = handle.read()
+        if hashlib.sha256(source).hexdigest() != entry["sha256"]:
+            raise Refused(f"{path} changed since patchkit attach read it; try again")
+        original = compile(source, named, "exec", dont_inherit=True)
+        changed = pyc_problem(module, path, source) or changed_function(module, original, path)
+        if changed:
+            raise Refused(f"{path} changed on disk since the job imported it ({changed}): its instrumented text "
+                          "would not be the job's code; restart the job to profile the new file")
+        instrumented = compile(entry["instrumented"], named, "exec", dont_inherit=True)
+        swaps = []
+        for target in entry["targets"]:
+            swaps += plan_swaps(module, tuple(target), original, instrumented)
+            self.targets.append(f"{name}:{scope_name(tuple(target))}")
+        return module, swaps
+
+    def start(self):
+        checked = [self.check_module(entry) for entry in self.spec["modules"]]
+        import patchkit.runtime as runtime  # after every check: a refusal imports nothing
+
+        runtime.require(self.spec["lines"])
+        runtime.forget(self.recipe)
+        space = {}
+        exec(compile(self.spec["header"], "<patchkit attach header>", "exec", dont_inherit=True), space)
+        if space.get(RUNTIME) is not runtime:
+            raise Refused("the recipe's header did not configure patchkit.runtime")
+        done = []
+        try:
+            for module, swaps in checked:
+                vars(module)[RUNTIME] = runtime
+                self.modules.append(module)
+                for swap in swaps:
+                    done.append(swap)
+                    swap.apply()
+        except BaseException:  # an audit hook refused a __code__ assignment, ...: all of it back
+            self.undo(done)
+            for module in self.modules:
+                vars(module).pop(RUNTIME, None)
+            raise
+        self.swaps, self.runtime = done, runtime
+        self.attached_at = time.time()
+        ACTIVE[self.recipe] = self
+        self.report("attached")
+        threading.Thread(target=self.watch, name="patchkit-attach", daemon=True).start()
+
+    # -- watching and getting out -----------------------------------------------------------------------
+
+    def capture_state(self):
+        """"running", "over" (recorded, or never starts here), or "waiting"."""
+        from patchkit.runtime import process
+
+        with process.lock:
+            keys = [k for k in list(process.captures) + list(process.finished) if process.recipe_of(k) == self.recipe]
+            if any(k in process.captures for k in keys):
+                return "running"
+            return "over" if keys else "waiting"
+
+    def report(self, state, **extra):
+        self.state = state
+        captures = [dict(r, traces=[os.path.abspath(t) for t in r["traces"]])  # the job's folder: said elsewhere
+                    for r in self.runtime_report() if r["key"].partition("/")[0] == self.recipe]
+        self.channel.write(dict(self.base, state=state, time=time.time(), attached_at=self.attached_at,
+                                targets=self.targets, steps=self.spec["steps"], captures=captures,
+                                functions=sum(len(s.functions) for s in self.swaps), **extra))
+
+    def runtime_report(self):
+        try:
+            from patchkit import runtime
+
+            return runtime.report()
+        except Exception:
+            return []
+
+    def watch(self):
+        try:
+            self.watching()
+        except BaseException as exc:  # noqa: BLE001 - put the originals back whatever went wrong
+            say(f"{self.recipe}: the watcher failed ({type(exc).__name__}: {exc}); restoring the job's own code")
+            self.restore(f"the watcher failed: {exc}")
+
+    def watching(self):
+        closing = False
+        while True:
+            time.sleep(POLL)
+            state = self.capture_state()
+            if state == "running" and self.state == "attached":
+                self.report("recording")
+            if state == "over":
+                return self.restore("the window closed" if not self.detach_why else self.detach_why)
+            if not closing and self.channel.detach_asked():
+                self.detach_why = "detached" if os.path.isdir(self.channel.folder) else "the attaching command ended"
+                closing = True
+                if not self.runtime.close(self.recipe, f"patchkit detach ({self.detach_why})"):
+                    if self.capture_state() != "running":  # close() refuses new starts: none can begin now
+                        return self.restore(self.detach_why)
+                self.report("closing")
+
+    def undo(self, swaps):
+        for swap in reversed(swaps):
+            swap.undo()
+
+    def restore(self, why):
+        self.undo(self.swaps)
+        ok = all(s.restored() for s in self.swaps)
+        self.report("restored", why=why, original_code=ok)
+        news = [s.new for s in self.swaps]
+        for _ in range(int(600 / POLL)):  # the name stays while an instrumented frame still needs it
+            if not in_flight(news, sys._current_frames()):
+                break
+            time.sleep(POLL)
+        for module in self.modules:
+            if vars(module).get(RUNTIME) is self.runtime:
+                del vars(module)[RUNTIME]
+        ACTIVE.pop(self.recipe, None)
+        self.report("restored", why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
+        say(f"{self.recipe}: {why}; the job's own code is back ({', '.join(self.targets)})")
+

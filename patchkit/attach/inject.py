@@ -1,0 +1,188 @@
+"""Getting the request into the job: gdb and the interpreter's pending calls (3.10 to 3.13), ``sys.remote_exec`` (3.14+).
+
+Both hand the job the same few lines (:func:`bootstrap`), which its main thread runs between two bytecodes,
+never inside whatever call the process was stopped in: they read the request file, run it only if its
+sha256 is the one written into them, and import the agent (:mod:`patchkit.attach.agent`), which checks
+everything and changes nothing on any refusal.  Whatever happens they return normally: the outer ``try``
+catches every exception, ``SystemExit`` included (``PyRun_SimpleString`` would exit the job on it, and a
+pending call that returned -1 would become a ``SystemError`` in the job).
+
+Through gdb (:func:`through_gdb`): gdb attaches (``ptrace``), loads the symbols of the interpreter and libc
+only (never those of torch's libraries: seconds), maps one page in the job with ``mmap`` (a system call: no
+lock of the job's is taken, where ``malloc`` could deadlock on one the stopped thread holds), writes the
+lines there with its own memory access, and calls ``Py_AddPendingCall(PyRun_SimpleString, page)``; it then
+detaches.  The job was stopped for about half a second.  The page (4 KiB) stays mapped.
+
+Through ``sys.remote_exec`` (:func:`through_remote_exec`): the lines are a file (0600, the job's user's)
+that an interpreter of the job's version runs ``sys.remote_exec(pid, file)`` on (PEP 768).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import List
+
+from patchkit.attach.access import Target
+from patchkit.attach.payload import Folder
+from patchkit.attach.process import AttachError, where
+
+LIMIT = 64 * 1024 * 1024  # a request is the instrumented text of a few modules: far less
+QUEUED = "PATCHKIT-QUEUED"
+
+BOOT = r'''import sys
+
+
+def _status(out, record):
+    import json, os, tempfile
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".status-", dir=out)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle)
+        os.replace(tmp, os.path.join(out, "status.json"))
+    except Exception:
+        pass
+
+
+def _attach(path, digest, runtime_from, limit):
+    import hashlib, json, os, stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        sys.stderr.write("[patchkit] attach: the request was withdrawn before this process ran it; nothing done\n")
+        return
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+            raise PermissionError(path + " is not a private file of this user or root: not read")
+        data = handle.read(limit + 1)
+    if len(data) > limit or hashlib.sha256(data).hexdigest() != digest:
+        raise PermissionError(path + " is not the request patchkit attach wrote (its sha256 differs): not run")
+    agent = sys.modules.get("patchkit.attach.agent")
+    if agent is None:
+        added = bool(runtime_from) and "patchkit" not in sys.modules
+        if added:
+            sys.path.insert(0, runtime_from)
+        try:
+            import patchkit.attach.agent as agent
+        except ImportError as exc:
+            where = getattr(sys.modules.get("patchkit"), "__file__", None)
+            raise ImportError(f"{exc} (this job imports patchkit from {where}: install the same patchkit there)")
+        finally:
+            if added and runtime_from in sys.path:
+                sys.path.remove(runtime_from)
+    agent.attach(json.loads(data.decode("utf-8")))
+
+
+def _failed(out, exc):
+    _status(out, {"state": "failed", "error": type(exc).__name__ + ": " + str(exc),
+                  "pid": __import__("os").getpid()})
+    try:
+        sys.stderr.write("[patchkit] attach: " + type(exc).__name__ + ": " + str(exc) +
+                         "; nothing changed, the job runs on\n")
+    except BaseException:
+        pass
+    if isinstance(exc, KeyboardInterrupt):  # the job's own Ctrl-C: given back once these lines have returned
+        __import__("threading").Timer(0.05, __import__("_thread").interrupt_main).start()
+'''
+
+
+def bootstrap(f: Folder, runtime_from: str) -> str:
+    """The lines the job runs: ASCII, no name left behind in ``__main__``, never an exception out of them."""
+    inner = BOOT + (f"\n\ntry:\n    _attach({ascii(f.request)}, {ascii(f.digest)}, {ascii(runtime_from)}, {LIMIT})\n"
+                    f"except BaseException as exc:\n    _failed({ascii(f.out)}, exc)\n")
+    return f"try:\n    exec({ascii(inner)}, {{'__name__': 'patchkit_attach'}})\nexcept BaseException:\n    pass\n"
+
+
+def gdb_script(code_file: str, size: int) -> str:
+    """gdb's commands: an error in any of them (a symbol not found) ends the file before anything is changed."""
+    return "\n".join([
+        "set pagination off", "set confirm off", "set unwindonsignal on",
+        "sharedlibrary libc[.-]", "sharedlibrary libpython",
+        "print (long) &Py_AddPendingCall", "print (long) &PyRun_SimpleString", "print (long) &mmap",
+        f"set $patchkit_page = ((void *(*)(void *, unsigned long, int, int, int, long)) mmap)(0, {size}, 3, 34, -1, 0)",
+        "if $patchkit_page == (void *) -1",
+        "  echo PATCHKIT-NO-PAGE\\n",
+        "else",
+        f"  restore {code_file} binary $patchkit_page",
+        "  set $patchkit_rc = ((int (*)(void *, void *)) Py_AddPendingCall)((void *) PyRun_SimpleString, "
+        "$patchkit_page)",
+        "  if $patchkit_rc == 0",
+        f"    echo {QUEUED}\\n",
+        "  else",
+        "    echo PATCHKIT-QUEUE-FULL\\n",
+        "  end",
+        "end", ""])
+
+
+def _private(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def gdb_command(t: Target, script: str) -> List[str]:
+    return [t.tool, "-nx", "-batch", "-iex", "set auto-load off", "-iex", "set auto-solib-add off",
+            "-iex", "set debuginfod enabled off", "-p", str(t.proc.pid), "-x", script, "-ex", "detach", "-ex", "quit"]
+
+
+def through_gdb(t: Target, f: Folder, runtime_from: str, timeout: float = 120) -> None:
+    """Queue the bootstrap as a pending call of the job's interpreter; :class:`AttachError` if gdb could not."""
+    code = bootstrap(f, runtime_from).encode("ascii") + b"\0"
+    size = (len(code) + 4095) // 4096 * 4096
+    code_file, script = os.path.join(f.base, "code.bin"), os.path.join(f.base, "inject.gdb")
+    _private(code_file, code)
+    _private(script, gdb_script(code_file, size).encode("utf-8"))
+    try:
+        done = subprocess.run(gdb_command(t, script), capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, LC_ALL="C"), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise AttachError(f"gdb did not finish within {timeout:g} s", where(t.proc.pid),
+                          "is the process stopped, or traced by another debugger?") from None
+    finally:
+        for name in (code_file, script):
+            os.unlink(name)
+    said = done.stdout + done.stderr
+    if QUEUED in said:
+        return
+    raise gdb_error(t, said)
+
+
+def gdb_error(t: Target, said: str) -> AttachError:
+    pid = t.proc.pid
+    if "ptrace: No such process" in said:
+        return AttachError(f"process {pid} ended before gdb got in", where(pid), "nothing was queued")
+    if "ptrace: Operation not permitted" in said or "ptrace: Permission denied" in said:
+        return AttachError(f"the kernel refused gdb's ptrace on process {pid}", where(pid),
+                           "a seccomp profile or security module forbids ptrace here: in docker, run with "
+                           "--cap-add SYS_PTRACE (and --security-opt seccomp=unconfined on old kernels)")
+    if "No symbol" in said:
+        return AttachError(f"gdb found no Py_AddPendingCall, PyRun_SimpleString or mmap in process {pid} "
+                           f"({t.proc.exe}): an interpreter built without its dynamic symbols?", where(pid),
+                           "use `patchkit run` or `patchkit capture` for this job")
+    if "PATCHKIT-QUEUE-FULL" in said:
+        return AttachError(f"the interpreter's queue of pending calls is full in process {pid}", where(pid),
+                           "try again in a moment")
+    lines = [ln for ln in said.strip().splitlines() if ln.strip()][-3:]
+    return AttachError(f"gdb could not queue the code in process {pid}: {' / '.join(lines) or 'no output'}",
+                       where(pid), "nothing was queued; run with --debug for gdb's whole output")
+
+
+def through_remote_exec(t: Target, f: Folder, runtime_from: str, timeout: float = 60) -> None:
+    """``sys.remote_exec(pid, file)`` from an interpreter of the job's version (Python 3.14+)."""
+    script = os.path.join(f.base, f"boot-{f.id}.py")
+    _private(script, bootstrap(f, runtime_from).encode("ascii"))
+    if os.geteuid() == 0 and t.proc.uid != 0:
+        os.chown(script, t.proc.uid, t.proc.gids[0] if t.proc.gids else t.proc.uid)
+    done = subprocess.run([t.tool, "-I", "-c", "import sys; sys.remote_exec(int(sys.argv[1]), sys.argv[2])",
+                           str(t.proc.pid), script], capture_output=True, text=True, timeout=timeout)
+    if done.returncode == 0:
+        return
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    hint = "the job turned remote debugging off: start it without that" if "not enabled" in last else \
+        "see `patchkit attach --help` on tracing rights" if "ermission" in last else "nothing was sent"
+    raise AttachError(f"sys.remote_exec into process {t.proc.pid} failed: {last}", where(t.proc.pid), hint)
+
+
+def send(t: Target, f: Folder, runtime_from: str) -> None:
+    (through_gdb if t.way == "gdb" else through_remote_exec)(t, f, runtime_from)

@@ -1,0 +1,281 @@
+"""``patchkit attach``, ``detach`` and ``attach --status`` as an API: check every process, plan, get in, wait, get out.
+
+:class:`Session` holds the processes one command attaches to.  :meth:`Session.prepare` makes every check
+(:func:`patchkit.attach.access.check`, one process after the other, while the recipe is planned) before
+anything is injected; :meth:`Session.inject` writes each process's request folder and queues the code;
+:meth:`Session.wait` follows what each agent writes (attached, recording, restored, refused, failed) until
+every one is done, calling ``on_change`` at each change; :meth:`Session.detach` asks every agent to put the
+job's own code back (a window in progress is closed at its next step and its trace kept).
+
+While attached, ``$PATCHKIT_HOME/attached/<pid>-<start>.json`` (private) names the request folder, so
+``patchkit attach --status PID`` and ``patchkit detach PID`` (from another terminal, or after this command
+was killed) find the agent.  A status the job wrote is read as untrusted: a plain file, bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+
+from patchkit.attach import access, inject, payload
+from patchkit.attach.process import AttachError, Process, alive, read, where
+from patchkit.core import private
+from patchkit.core.errors import PatchkitError
+
+POLL = 0.05
+DONE = ("restored", "refused", "failed", "gone", "no answer", "handed over")
+RECORDS = "attached"
+
+
+class Attached:
+    """One process: where it is, its request folder, and the last status its agent wrote."""
+
+    def __init__(self, target: access.Target, folder: Optional[payload.Folder] = None):
+        self.target, self.folder = target, folder
+        self.status: Dict[str, Any] = {}
+        self.state = "queued"
+        self.asked_at = 0.0
+
+    @property
+    def pid(self) -> int:
+        return self.target.proc.pid
+
+    @property
+    def done(self) -> bool:
+        return self.state in DONE
+
+
+def read_status(out: str) -> Optional[Dict[str, Any]]:
+    """The agent's last status (``out/status.json``), or None while there is none."""
+    from patchkit.core.confined import read_bounded
+
+    try:
+        data = json.loads(read_bounded(os.path.join(out, "status.json"), 1 << 20))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("state"), str) else None
+
+
+def records_dir():
+    """The folder of attach's records in the state folder, open and checked (:func:`patchkit.core.private.open_state`)."""
+    return private.open_state(RECORDS, create=True)
+
+
+class Record(NamedTuple):
+    pid: int
+    started: int
+    base: str
+    out: str
+    recipe: str
+    attacher: int
+    path: str
+
+
+def write_record(a: Attached, recipe: str) -> None:
+    rec = {"pid": a.pid, "started": a.target.proc.started, "base": a.folder.base, "out": a.folder.out,
+           "recipe": recipe, "attacher": os.getpid(), "time": time.time()}
+    with records_dir() as folder:
+        private.write(folder, f"{a.pid}-{a.target.proc.started}.json", json.dumps(rec).encode("utf-8"))
+
+
+def records(pid: int) -> List[Record]:
+    """What this PATCHKIT_HOME attached to ``pid`` (the process still running: not an earlier one of that pid)."""
+    out = []
+    with records_dir() as folder:
+        for name in sorted(folder.names()):
+            if not name.startswith(f"{pid}-") or not name.endswith(".json"):
+                continue
+            try:
+                data = json.loads(private.read(folder, name, 1 << 16) or b"{}")
+                rec = Record(int(data["pid"]), int(data["started"]), str(data["base"]), str(data["out"]),
+                             str(data["recipe"]), int(data["attacher"]), folder.join(name))
+            except (ValueError, KeyError, TypeError, PatchkitError):
+                continue
+            try:
+                running = read(pid).started == rec.started
+            except AttachError:
+                running = False
+            if running:
+                out.append(rec)
+            else:  # the job ended: nothing attached any more
+                forget(rec)
+    return out
+
+
+def forget(rec: Record) -> None:
+    try:
+        with records_dir() as folder:
+            folder.unlink(os.path.basename(rec.path))
+    except (OSError, PatchkitError):
+        pass
+
+
+def ask_detach(out: str) -> None:
+    """``detach`` in the agent's channel (it polls for it)."""
+    try:
+        os.close(os.open(os.path.join(out, "detach"), os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except FileNotFoundError:  # the channel is gone: the agent restores on its own
+        pass
+
+
+class Session:
+    def __init__(self, pids: Sequence[int], recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
+                 root: Optional[str] = None, versions=(False, None), steps: int = 1, install: Optional[str] = None):
+        self.pids, self.recipe, self.overrides, self.backend = list(pids), recipe, list(overrides), backend
+        self.root, self.versions, self.steps, self.install = root, versions, steps, install
+        self.attached: List[Attached] = []
+        self.spec: Dict[str, Any] = {}
+
+    def prepare(self) -> None:
+        """Every check and the plan; :class:`AttachError` (or the plan's error) before anything is injected."""
+        from patchkit.engine.lines import LINES
+
+        s = payload.settings(self.recipe, self.overrides, self.backend, self.steps)
+        self.settings = s
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            checks = [pool.submit(access.check, pid, LINES, self.install) for pid in self.pids]
+            try:
+                self.spec, planned = payload.request(s, self.steps, self.root, self.versions), None
+            except PatchkitError as exc:
+                planned = exc
+            targets = [c.result() for c in checks]  # the first refusal is raised here: a process's comes first
+        if planned is not None:
+            raise planned
+        self.attached = [Attached(t) for t in targets]
+
+    def inject(self) -> None:
+        """Write each request and queue it; on a failure, withdraw every request and raise it."""
+        def one(a: Attached) -> None:
+            a.folder = payload.folder(a.target.proc, self.spec, a.target.python.runtime_from)
+            write_record(a, self.spec["recipe"])
+            a.asked_at = time.time()
+            inject.send(a.target, a.folder, a.target.python.runtime_from)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            errors = [e for e in pool.map(_caught(one), self.attached) if e is not None]
+        if errors:
+            self.close()
+            raise errors[0]
+
+    def poll(self, on_change: Optional[Callable[[Attached], None]] = None) -> None:
+        for a in self.attached:
+            if a.done or a.folder is None:
+                continue
+            status = read_status(a.folder.out)
+            state = status["state"] if status else a.state
+            if status is None and not alive(a.target.proc):
+                state, status = "gone", {"state": "gone", "error": "the process ended"}
+            if status is not None:
+                a.status = status
+                if a.state == "queued":
+                    payload.withdraw(a.folder)  # read and checked by now: the request goes
+            if state != a.state:
+                a.state = state
+                if on_change is not None:
+                    on_change(a)
+
+    def wait(self, on_change: Optional[Callable[[Attached], None]] = None, timeout: Optional[float] = None,
+             until: Sequence[str] = DONE) -> bool:
+        """Poll until each process is in a state of ``until`` (or done); False when ``timeout`` passed first.
+        A process whose agent never answered within ``timeout`` of being asked is "no answer"."""
+        start = time.time()
+        while True:
+            self.poll(on_change)
+            if all(a.done or a.state in until for a in self.attached):
+                return True
+            if timeout is not None and time.time() - start > timeout:
+                for a in self.attached:
+                    if a.state == "queued":
+                        payload.withdraw(a.folder)
+                        a.state, a.status = "no answer", {"error": f"it ran no Python for {timeout:g} s"}
+                        if on_change is not None:
+                            on_change(a)
+                return all(a.done or a.state in until for a in self.attached)
+            time.sleep(POLL)
+
+    def detach(self, on_change=None, timeout: float = 60) -> bool:
+        """Ask every agent still in to put the job's own code back; wait up to ``timeout``."""
+        for a in self.attached:
+            if a.folder is not None and not a.done:
+                if a.state == "queued":
+                    payload.withdraw(a.folder)
+                ask_detach(a.folder.out)
+        return self.wait(on_change, timeout)
+
+    def close(self) -> None:
+        """Remove the request folders and records (an agent still in sees its channel go, and restores)."""
+        for a in self.attached:
+            if a.folder is None:
+                continue
+            payload.remove(a.folder)
+            try:
+                with records_dir() as folder:
+                    folder.unlink(f"{a.pid}-{a.target.proc.started}.json")
+            except (OSError, PatchkitError):
+                pass
+
+
+def _caught(fn):
+    def run(a):
+        try:
+            fn(a)
+            return None
+        except AttachError as exc:
+            return exc
+        except Exception as exc:  # noqa: BLE001 - said as an error of that process
+            return AttachError(f"{type(exc).__name__}: {exc}", where(a.pid))
+    return run
+
+
+def detach(pid: int, timeout: float = 60) -> List[Dict[str, Any]]:
+    """``patchkit detach PID``: the agents this home attached to ``pid`` put the job's own code back."""
+    found = records(pid)
+    if not found:
+        raise AttachError(f"nothing is attached to process {pid} from this PATCHKIT_HOME", where(pid),
+                          f"`patchkit attach --status {pid}` says what is")
+    out = []
+    for rec in found:
+        ask_detach(rec.out)
+    deadline = time.time() + timeout
+    for rec in found:
+        status = read_status(rec.out) or {}
+        while status.get("state") not in DONE and time.time() < deadline:
+            time.sleep(POLL)
+            if not os.path.isdir(rec.out):  # the attaching command saw the end first, said it, and cleaned up
+                status = dict(status, state="handed over", attacher=rec.attacher)
+                break
+            status = read_status(rec.out) or status
+        out.append(dict(status, recipe=rec.recipe))
+        if status.get("state") in DONE and not _running(rec.attacher):
+            payload.remove(payload.Folder(rec.base, rec.out, "", "", ""))
+            forget(rec)
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def status(pid: int) -> List[Dict[str, Any]]:
+    """``patchkit attach --status PID``: what this home attached to ``pid``, as its agents last said."""
+    return [dict(read_status(rec.out) or {"state": "queued"}, recipe=rec.recipe) for rec in records(pid)]
+
+
+def processes(pid: Optional[int], pids: Sequence[int], match: Optional[str]) -> List[Process]:
+    """The processes asked for: a pid, a list, or every one whose command line holds ``match``."""
+    from patchkit.attach.process import matching
+
+    if match:
+        found = matching(match)
+        if not found:
+            raise AttachError(f"no process of yours has {match!r} in its command line", None,
+                              "check with `ps -ef`; --match compares the whole command line")
+        return found
+    return [read(p) for p in ([pid] if pid is not None else []) + list(pids)]

@@ -1,0 +1,198 @@
+"""In the job: a recipe's target functions found alive, their instrumented code checked, swapped in, swapped back.
+
+Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.attach.agent`): standard library only.
+
+A target is named as the recipe names it: ``(class, method, nested)``, the class None for a module-level
+function and ``nested`` a function defined inside it (a closure).  The module's file is compiled twice here,
+as it is on disk (its original text) and as the engine instrumented it, each under the file's own name.  The
+live function is the one whose code object *equals* the freshly compiled original (CPython compares the
+bytecode, constants, names and line numbers): that is how it is found behind a decorator that keeps it only
+in a closure (verl's ``GPUMemoryLogger``) or behind ``functools.wraps`` (``__wrapped__``), and how a file
+changed on disk since the job imported it is told apart (no live function equals it).
+
+A :class:`Swap` replaces one code object by its instrumented twin in every function that uses it (found with
+``gc.get_referrers``: each closure made from a nested ``def`` has its own function object), and puts the
+original object back in every function that then uses the instrumented one, closures made meanwhile
+included.  A call in progress keeps the code it started with: the swap takes effect at the next call.
+"""
+
+from __future__ import annotations
+
+import gc
+import types
+
+FunctionType = types.FunctionType
+CodeType = types.CodeType
+SUSPENDABLE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+DEPTH = 4  # decorators wrapped in decorators: how deep a closure is searched for the function
+
+
+class Refused(Exception):
+    """Why nothing may change in the job (the message says it and what to do)."""
+
+
+def scope_name(target):
+    cls, method, nested = target
+    return ".".join(n for n in (cls, method, nested) if n)
+
+
+def codes_named(code, name):
+    """The code objects directly inside ``code`` (its constants) named ``name``, in the order they appear."""
+    return [c for c in code.co_consts if isinstance(c, CodeType) and c.co_name == name]
+
+
+def code_at(module_code, path):
+    """The code objects at ``path`` (names from the module down), in source order; [] when there is none."""
+    level = [module_code]
+    for name in path:
+        level = [c for code in level for c in codes_named(code, name)]
+    return level
+
+
+def functions_in(obj, depth=0, seen=None):
+    """Every function reachable from a class attribute: itself, a staticmethod's, classmethod's or property's
+    function, ``__wrapped__`` (functools.wraps), and the functions a decorator keeps in its closure."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > DEPTH:
+        return []
+    seen.add(id(obj))
+    found = []
+    if isinstance(obj, (staticmethod, classmethod)):
+        return functions_in(obj.__func__, depth, seen)
+    if isinstance(obj, property):
+        for part in (obj.fget, obj.fset, obj.fdel):
+            if part is not None:
+                found += functions_in(part, depth, seen)
+        return found
+    if isinstance(obj, FunctionType):
+        found.append(obj)
+        for cell in obj.__closure__ or ():
+            try:
+                inner = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            found += functions_in(inner, depth + 1, seen)
+    try:  # functools.wraps (a function, or lru_cache's wrapper); never a __getattr__ of someone else's object
+        wrapped = object.__getattribute__(obj, "__dict__").get("__wrapped__")
+    except (AttributeError, TypeError):
+        wrapped = None
+    if wrapped is not None:
+        found += functions_in(wrapped, depth + 1, seen)
+    return found
+
+
+def holder(module, target):
+    """The object the module (or its class) holds under the target's name, as defined (no descriptor called)."""
+    cls, method, _ = target
+    where = module.__name__
+    if cls is None:
+        space = vars(module)
+    else:
+        klass = vars(module).get(cls)
+        if not isinstance(klass, type):
+            raise Refused(f"{where}.{cls} is not a class in the job (it is {type(klass).__name__}); "
+                          "patchkit attaches only to the class the file defines")
+        space, where = vars(klass), f"{where}.{cls}"
+    if method not in space:
+        raise Refused(f"{where} has no {method} in the job")
+    return space[method]
+
+
+def live_function(module, target, fresh):
+    """The job's function for the (outer) target whose code equals ``fresh``, the original just compiled."""
+    scope = scope_name(target[:2] + (None,))
+    candidates = functions_in(holder(module, target))
+    for fn in candidates:
+        if fn.__code__ == fresh:
+            return fn
+    named = [fn for fn in candidates if fn.__code__.co_name == fresh.co_name]
+    if named:
+        raise Refused(f"{scope} in the job is not the code of {fresh.co_filename} as it is on disk: the file "
+                      "changed since the job imported it, so its instrumented text would not be the job's code")
+    raise Refused(f"cannot find the function {scope} behind its decorators (no __wrapped__, nor a closure "
+                  "holding it); attach cannot reach it")
+
+
+def pick(codes, index, what):
+    if index >= len(codes):
+        raise Refused(f"the instrumented text has no {what}")
+    return codes[index]
+
+
+def plan_swaps(module, target, original, instrumented):
+    """The swaps one target needs: its own code, and for a nested function its outer function's too (so closures
+    made later are instrumented as well).  ``original`` / ``instrumented``: the two compiled module codes."""
+    cls, method, nested = target
+    outer_path = (cls, method) if cls else (method,)
+    fresh = code_at(original, outer_path)
+    if not fresh:
+        raise Refused(f"{scope_name(target)}: the file has no such function")
+    fn = None
+    for index, candidate in enumerate(fresh):  # a name defined twice (if/else, a property's setter): the live one
+        try:
+            fn = live_function(module, target, candidate)
+            break
+        except Refused:
+            if index == len(fresh) - 1:
+                raise
+    new_outer = pick(code_at(instrumented, outer_path), index, scope_name(target[:2] + (None,)))
+    swaps = [Swap(scope_name(target[:2] + (None,)), fn.__code__, new_outer)]
+    if nested:
+        olds = codes_named(fn.__code__, nested)
+        news = codes_named(new_outer, nested)
+        if not olds or len(olds) != len(news):
+            raise Refused(f"{scope_name(target)}: no function {nested} inside {method} in the job")
+        swaps += [Swap(scope_name(target), old, new) for old, new in zip(olds, news)]
+    for swap in swaps:
+        swap.check()
+    return swaps
+
+
+class Swap:
+    """One code object and its instrumented twin, in every function that uses it."""
+
+    def __init__(self, scope, old, new):
+        self.scope, self.old, self.new = scope, old, new
+        self.functions = []
+
+    def check(self):
+        old, new = self.old, self.new
+        if old.co_freevars != new.co_freevars:
+            raise Refused(f"{self.scope}: its instrumented code reads the free variables {new.co_freevars}, the "
+                          f"function in the job has {old.co_freevars}; a code object can only replace one with the "
+                          "same free variables")
+        if old.co_flags & SUSPENDABLE or new.co_flags & SUSPENDABLE:
+            raise Refused(f"{self.scope} is a generator or coroutine: a suspended one would keep the instrumented "
+                          "code after detach; use `patchkit run` for it")
+
+    def users(self, code):
+        return [f for f in gc.get_referrers(code) if type(f) is FunctionType and f.__code__ is code]
+
+    def apply(self):
+        """Swap in; returns how many functions now run the instrumented code."""
+        self.functions = self.users(self.old)
+        for fn in self.functions:
+            fn.__code__ = self.new
+        return len(self.functions)
+
+    def undo(self):
+        """Swap back every function using the instrumented code (closures made meanwhile too); how many."""
+        back = self.users(self.new)
+        for fn in back:
+            fn.__code__ = self.old
+        return len(back)
+
+    def restored(self):
+        """True when no function runs the instrumented code any more and those swapped have the original."""
+        return not self.users(self.new) and all(fn.__code__ is self.old for fn in self.functions)
+
+
+def in_flight(codes, frames):
+    """Whether a frame of any thread is running one of ``codes`` (``frames``: ``sys._current_frames()``)."""
+    wanted = {id(c) for c in codes}
+    for frame in frames.values():
+        while frame is not None:
+            if id(frame.f_code) in wanted:
+                return True
+            frame = frame.f_back
+    return False

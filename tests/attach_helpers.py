@@ -1,0 +1,248 @@
+"""Shared by the attach tests and bench/attach.py: a CPU training package with no patchkit in it, its recipes, a job
+started on it, its log, and what its traces recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+JOB = Path(__file__).resolve().parent / "attach_job.py"
+
+TRAIN = textwrap.dedent('''\
+    """A tiny CPU training package (pkjob): the functions the attach tests instrument, and nothing of patchkit."""
+
+    import functools
+    import time
+
+    import torch
+
+
+    def memory_logger(role):
+        """Like verl's GPUMemoryLogger: the function is kept only in the wrapper's closure (no functools.wraps)."""
+        def decorator(func):
+            def f(*args, **kwargs):
+                return func(*args, **kwargs)
+            return f
+        return decorator
+
+
+    def traced(func):
+        """A functools.wraps decorator (as torch.no_grad() makes): the function is its __wrapped__."""
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            return func(*args, **kwargs)
+        return wrapper
+
+
+    class Trainer:
+        def __init__(self, seed, pause):
+            torch.manual_seed(seed)
+            gen = torch.Generator().manual_seed(seed)
+            self.model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+            self.data = [torch.randn(16, 32, generator=gen) for _ in range(8)]
+            self.pause = pause
+            self.losses = []
+            self.done = 0
+
+        def work(self, i):
+            with torch.profiler.record_function(f"job-step-{i}"):
+                loss = self.model(self.data[i % len(self.data)]).pow(2).mean()
+                loss.backward()
+                self.opt.step()
+                self.opt.zero_grad()
+                time.sleep(self.pause)
+            return loss.item()
+
+        @memory_logger(role="actor")
+        def step_logged(self, i):
+            self.losses.append(self.work(i))
+            self.done += 1
+
+        @traced
+        def step_wrapped(self, i):
+            self.losses.append(self.work(i))
+            self.done += 1
+
+
+    def closure_loop(trainer, steps, on_step):
+        """The step is a closure (free variables trainer, count): the running loop holds the function object."""
+        count = [0]
+
+        def step(i):
+            trainer.losses.append(trainer.work(i))
+            count[0] += 1
+
+        on_step.code = step.__code__
+        on_step.function = step
+        for i in range(steps):
+            if on_step(i, step) is False:
+                break
+    ''')
+
+RECIPE = textwrap.dedent('''\
+    id: {rid}
+    description: one step per call of {scope}, for the attach tests
+    target:
+      package: pkjob
+      distribution: pkjob
+      versions: ">=1.0"
+      files: [pkjob/train.py]
+    backend: torch
+    profiler:
+      contents: [cpu]
+      save_path: {save}
+    points:
+    {points}
+    ''')
+
+PLAIN = textwrap.dedent("""\
+    def keep(func):
+        def f(*a, **k):
+            return func(*a, **k)
+        return f
+
+
+    class Trainer:
+        def __init__(self):
+            self.losses = []
+
+        @keep
+        def step_logged(self, i):
+            self.losses.append(i * 0.5)
+            self.done = i
+    """)  # pkjob/train.py without torch: the other interpreters here have none (the profiler's start fails)
+
+# The other CPython versions found here (pyenv's), by version
+OTHER = {v: f"/root/.pyenv/versions/{full}/bin/python{v}" for v, full in
+         (("3.10", "3.10.13"), ("3.12", "3.12.1"), ("3.13", "3.13.0"))}
+
+SCOPES = {  # mode -> (recipe point head, the scope)
+    "logged": ("class: Trainer\n  method: step_logged", "Trainer.step_logged"),
+    "wrapped": ("class: Trainer\n  method: step_wrapped", "Trainer.step_wrapped"),
+    "closure": ("function: closure_loop\n  nested: step", "closure_loop.step"),
+}
+
+
+def site(tmp: Path) -> Path:
+    """A folder that plays site-packages with pkjob 1.0 in it."""
+    root = tmp / "site"
+    (root / "pkjob").mkdir(parents=True)
+    (root / "pkjob" / "__init__.py").write_text('__version__ = "1.0"\n')
+    (root / "pkjob" / "train.py").write_text(TRAIN)
+    (root / "pkjob-1.0.dist-info").mkdir()
+    (root / "pkjob-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: pkjob\nVersion: 1.0\n")
+    return root
+
+
+def recipe(tmp: Path, mode: str, rid: str = "") -> Path:
+    head, scope = SCOPES[mode]
+    points = "\n".join("  - " + head.replace("\n  ", "\n    ") + f"\n    at: {at}" + (f"\n    action: {act}" if act else "")
+                       for at, act in (("method_start", "start"), ("method_end", "")))
+    rid = rid or f"pkjob-{mode}"
+    path = tmp / f"{rid}.yaml"
+    path.write_text(RECIPE.format(rid=rid, scope=scope, save=tmp / "traces", points=points))
+    return path
+
+
+class Job:
+    """The job, started without patchkit: one JSON line per step in its log, a last line with what it found."""
+
+    def __init__(self, tmp: Path, site_dir: Path, mode: str = "logged", steps: int = 400, pause: float = 0.03,
+                 name: str = "job", env=None, python=None, args=(), launcher=()):
+        self.log, self.stop = tmp / f"{name}.log", tmp / f"{name}.stop"
+        for p in (self.log, self.stop):
+            if p.exists():
+                p.unlink()
+        environ = dict(os.environ, PYTHONPATH=str(site_dir), **(env or {}))
+        for key in ("PATCHKIT_RUN", "RANK", "WORLD_SIZE"):
+            environ.pop(key, None)
+        tail = [str(JOB), "--mode", mode, "--steps", str(steps), "--pause", str(pause), "--journal", str(self.log),
+                "--stop", str(self.stop)]
+        command = [*launcher, *tail] if launcher else [python or sys.executable, *args, *tail]
+        self.proc = subprocess.Popen(command, cwd=tmp, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.pid = self.proc.pid
+
+    def lines(self):
+        if not self.log.exists():
+            return []
+        return [json.loads(ln) for ln in self.log.read_text().splitlines() if ln.strip().endswith("}")]
+
+    def steps(self):
+        return [ln for ln in self.lines() if "step" in ln]
+
+    def wait_steps(self, n, timeout=120):
+        end = time.time() + timeout
+        while len(self.steps()) < n:
+            if self.proc.poll() is not None or time.time() > end:
+                raise AssertionError(f"the job ran {len(self.steps())} steps: {self.proc.communicate()[1][-3000:]}")
+            time.sleep(0.05)
+
+    def finish(self, timeout=120, stop=True):
+        """Stop the loop (or let it run its --steps); (the last line: steps run, code identity, names left), stderr."""
+        if stop:
+            self.stop.touch()
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        final = [ln for ln in self.lines() if "final" in ln]
+        return (final[-1] if final else {}), err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def attach(tmp: Path, args, env=None, timeout=300, **popen):
+    environ = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
+    environ.pop("PATCHKIT_RUN", None)
+    return subprocess.run([sys.executable, "-m", "patchkit", "attach", *map(str, args)], capture_output=True,
+                          text=True, env=environ, cwd=tmp, timeout=timeout, **popen)
+
+
+def recorded_labels(trace):
+    """ProfilerStep# spans of a torch trace, each with the job-step labels that fall inside it, in order."""
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    spans = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and "dur" in e),
+                   key=lambda e: e["ts"])
+    labels = [e for e in events if str(e.get("name", "")).startswith("job-step-") and "dur" in e]
+    out = []
+    for span in spans:
+        inside = [int(e["name"].rsplit("-", 1)[1]) for e in labels
+                  if e["ts"] >= span["ts"] and e["ts"] + e["dur"] <= span["ts"] + span["dur"]]
+        out.append((int(span["name"].split("#")[1]), sorted(inside)))
+    return out
+
+
+def traces_in(folder: Path):
+    return sorted(str(p) for p in folder.glob("*.pt.trace.json")) if folder.is_dir() else []
+
+
+def gdb_missing() -> str:
+    return "" if shutil.which("gdb") else "gdb is not installed (apt-get install gdb; .ci/run installs it)"
+
+
+def ptrace_denied() -> str:
+    """Why this machine will not let the tests trace a job they started ("" when it will): gdb and the attaching
+    command are the job's siblings, not its parents, so Yama's scope 1 already needs CAP_SYS_PTRACE."""
+    try:
+        scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        scope = 0
+    from patchkit.attach.access import CAP_SYS_PTRACE, my_caps
+
+    if scope >= 3 or (scope >= 1 and not my_caps() & CAP_SYS_PTRACE):
+        return f"Yama ptrace_scope is {scope} and this user lacks CAP_SYS_PTRACE"
+    return ""

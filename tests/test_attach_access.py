@@ -1,0 +1,161 @@
+"""attach.access: each reason not to get into a process, found before anything is injected, with its fix; and the
+way in (gdb, or sys.remote_exec from an interpreter of the job's version)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from patchkit.attach import access
+from patchkit.attach.probe import Interpreter
+from patchkit.attach.process import AttachError, Process, read
+
+LINES = 2
+
+
+def fake(uids=(1000,) * 4, permitted=0):
+    return Process(42, tuple(uids), (1000,) * 4, (), 1, "/usr/bin/python3.11", False, ("python3.11", "t.py"), 9, 0,
+                   permitted, "python3.11")
+
+
+@pytest.mark.parametrize("uid,caps,scope,child,says", [
+    (1000, 0, None, False, None),
+    (1000, 0, 0, False, None),
+    (1001, 0, 0, False, "only its owner or root may attach"),
+    (1000, 0, 1, False, "ptrace_scope is 1"),
+    (1000, 0, 1, True, None),  # its parent may
+    (0, access.CAP_SYS_PTRACE, 1, False, None),
+    (1000, 0, 2, False, "ptrace_scope is 2"),
+    (0, access.CAP_SYS_PTRACE, 2, False, None),
+    (0, access.CAP_SYS_PTRACE, 3, False, "ptrace_scope is 3"),
+    (0, 0, 0, False, "root, but without CAP_SYS_PTRACE"),
+    (0, access.CAP_SYS_PTRACE, 0, False, None),
+])
+def test_the_kernel_s_tracing_rules(uid, caps, scope, child, says):
+    problem = access.ptrace_problem(fake(), uid, caps, scope, child)
+    if says is None:
+        assert problem is None
+    else:
+        assert says in problem[0] and problem[1]
+
+
+def test_capabilities_the_job_holds_and_the_caller_lacks_need_cap_sys_ptrace():
+    assert "holds capabilities you do not" in access.ptrace_problem(fake(permitted=1 << 21), 1000, 0, 0, False)[0]
+    assert access.ptrace_problem(fake(permitted=1 << 21), 1000, access.CAP_SYS_PTRACE, 0, False) is None
+
+
+@pytest.mark.parametrize("argv,env,says", [
+    (("python", "t.py"), {}, ""),
+    (("python", "t.py"), {"PYTHON_DISABLE_REMOTE_DEBUG": "1"}, "PYTHON_DISABLE_REMOTE_DEBUG"),
+    (("python", "-E", "t.py"), {"PYTHON_DISABLE_REMOTE_DEBUG": "1"}, ""),  # -E: the interpreter ignores it
+    (("python", "t.py"), {"PYTHON_DISABLE_REMOTE_DEBUG": ""}, ""),
+    (("python", "-X", "disable-remote-debug", "t.py"), {}, "-X disable-remote-debug"),
+    (("python", "t.py", "-X", "disable-remote-debug"), {}, ""),  # the script's own argument
+])
+def test_a_job_that_turned_remote_debugging_off_is_left_alone(argv, env, says):
+    p = fake()._replace(argv=argv)
+    assert access.remote_debug_problem(p, env) == says or (says and says in access.remote_debug_problem(p, env))
+
+
+def _spawn(args, **kw):
+    proc = subprocess.Popen(args, **kw)
+    time.sleep(0.5)
+    return proc
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield lambda *a, **kw: started.append(_spawn(*a, **kw)) or started[-1]
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def test_a_python_job_passes_and_the_way_in_is_gdb_below_3_14(procs):
+    if not shutil.which("gdb"):
+        pytest.skip("gdb is not installed (apt-get install gdb)")
+    job = procs([sys.executable, "-c", "import time; time.sleep(60)"])
+    t = access.check(job.pid, LINES)
+    assert t.way == "gdb" and t.tool == shutil.which("gdb") and t.python.version[:2] == sys.version_info[:2]
+
+
+def test_each_refusal_names_its_cause(procs, monkeypatch, tmp_path):
+    gone = procs(["true"])
+    gone.wait()
+    with pytest.raises(AttachError, match=f"there is no process {gone.pid}"):
+        access.check(gone.pid, LINES)
+    with pytest.raises(AttachError, match="this command or one of its parents"):
+        access.check(os.getpid(), LINES)
+    with pytest.raises(AttachError, match="is not a Python interpreter"):
+        access.check(procs(["sleep", "60"]).pid, LINES)
+    env = dict(os.environ, PYTHON_DISABLE_REMOTE_DEBUG="1")
+    with pytest.raises(AttachError, match="asked that no debugger get in"):
+        access.check(procs([sys.executable, "-c", "import time; time.sleep(60)"], env=env).pid, LINES)
+    with pytest.raises(AttachError, match="-X disable-remote-debug"):
+        access.check(procs([sys.executable, "-X", "disable-remote-debug", "-c", "import time; time.sleep(60)"]).pid,
+                     LINES)
+    job = procs([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(access.shutil, "which", lambda name: None)
+    with pytest.raises(AttachError, match="gdb is not installed") as err:
+        access.check(job.pid, LINES)
+    assert "apt-get install gdb" in err.value.hint
+
+
+def test_a_process_a_debugger_traces_already_is_refused(procs):
+    traced = procs([sys.executable, "-c", "import ctypes, time; ctypes.CDLL(None).ptrace(0, 0, 0, 0); time.sleep(60)"])
+    if read(traced.pid).tracer != os.getpid():
+        pytest.skip("PTRACE_TRACEME is not allowed here")
+    with pytest.raises(AttachError, match=f"traced already, by process {os.getpid()}"):
+        access.check(traced.pid, LINES)
+
+
+def test_an_interpreter_replaced_on_disk_is_refused(procs, tmp_path):
+    real = os.path.realpath(sys.executable)
+    copy = tmp_path / "bin" / os.path.basename(real)
+    copy.parent.mkdir()
+    shutil.copy2(real, copy)
+    env = dict(os.environ, PYTHONHOME=sys.base_prefix, LD_LIBRARY_PATH=os.path.join(sys.base_prefix, "lib"))
+    job = procs([str(copy), "-c", "import time; time.sleep(60)"], env=env)
+    copy.unlink()
+    with pytest.raises(AttachError, match="removed or replaced on disk"):
+        access.check(job.pid, LINES)
+
+
+def test_another_mount_namespace_is_refused(procs):
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("unshare -m is not allowed here")
+    job = procs(["unshare", "-m", sys.executable, "-c", "import time; time.sleep(60)"])  # unshare becomes python
+    assert read(job.pid).name.startswith("python")
+    with pytest.raises(AttachError, match="another mount namespace") as err:
+        access.check(job.pid, LINES)
+    assert "inside the job's container" in err.value.hint
+
+
+def test_python_older_than_3_10_is_refused(procs):
+    old = "/root/.pyenv/versions/3.9.18/bin/python3.9"
+    if not os.path.exists(old):
+        pytest.skip("no Python 3.9 here")
+    with pytest.raises(AttachError, match="needs Python 3.10 or later"):
+        access.check(procs([old, "-c", "import time; time.sleep(60)"]).pid, LINES)
+
+
+def test_sys_remote_exec_is_sent_from_an_interpreter_of_the_job_s_version(tmp_path, monkeypatch):
+    p = fake()
+    mine = Interpreter(tuple(sys.version_info[:3]), False, "/nowhere/python", "")
+    monkeypatch.setattr(access.sysconfig, "get_config_var", lambda name: 0)
+    assert access.sender(p, mine) == sys.executable
+    other = Interpreter((3, 99, 0), False, sys.executable, "")
+    assert access.sender(p, other) == sys.executable  # the job's own: root's, or this user's, writable by no other
+    exe = tmp_path / "python3.99"
+    exe.write_text("")
+    exe.chmod(0o777)
+    with pytest.raises(AttachError, match="sys.remote_exec from the same version") as err:
+        access.sender(p, other._replace(executable=str(exe)))
+    assert "python3.99 -m patchkit attach" in err.value.hint
+    assert access.yama_scope() in (None, 0, 1, 2, 3) and isinstance(access.my_caps(), int)

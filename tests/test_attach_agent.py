@@ -1,0 +1,233 @@
+"""attach.agent, run in this process as the job would run it: every check before any change, the window, and the job's
+own code back when the window closes, on detach, when the channel goes, or when the profiler fails; and the same
+swap and restore under each other CPython found here (3.10, 3.12, 3.13)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import attach_helpers as helpers
+from patchkit.attach import agent, payload
+from patchkit.attach.agent import RUNTIME
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch, clean_runtime):
+    """pkjob imported in this process from a fresh site; its Trainer; forgotten afterwards."""
+    site = helpers.site(tmp_path)
+    monkeypatch.syspath_prepend(str(site))
+    for name in [m for m in sys.modules if m == "pkjob" or m.startswith("pkjob.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # a compiled copy, as most jobs have one
+    train = importlib.import_module("pkjob.train")
+    yield train, site
+    for name in [m for m in sys.modules if m == "pkjob" or m.startswith("pkjob.")]:
+        del sys.modules[name]
+    agent.ACTIVE.clear()
+
+
+def spec_for(tmp_path, site, mode="logged", steps=2, overrides=()):
+    s = payload.settings(str(helpers.recipe(tmp_path, mode)), list(overrides), None, steps)
+    spec = payload.request(s, steps, str(site))
+    out = tempfile.mkdtemp(dir=tmp_path)
+    return dict(spec, id="t", channel=out, runtime_from="")
+
+
+def status(spec):
+    with open(os.path.join(spec["channel"], "status.json")) as f:
+        return json.load(f)
+
+
+def wait_state(spec, *states, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            s = status(spec)
+            if s["state"] in states:
+                return s
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"no state {states}: {status(spec)}")
+
+
+def inner_of(train):
+    return vars(train.Trainer)["step_logged"].__closure__[0].cell_contents
+
+
+def test_the_window_is_recorded_and_the_original_code_object_comes_back(job, tmp_path):
+    train, site = job
+    spec = spec_for(tmp_path, site, steps=2)
+    inner, original = inner_of(job[0]), inner_of(job[0]).__code__
+    trainer = train.Trainer(0, 0.0)
+    agent.attach(spec)
+    s = status(spec)
+    assert s["state"] == "attached" and s["targets"] == ["pkjob.train:Trainer.step_logged"] and s["functions"] == 1
+    assert inner.__code__ is not original and vars(train)[RUNTIME].__name__ == "patchkit.runtime"
+    for i in range(4):
+        trainer.step_logged(i)
+    s = wait_state(spec, "restored")
+    assert s["captures"][0]["recorded"] == [[0, 1]] and s["original_code"] and s["why"] == "the window closed"
+    (trace,) = s["captures"][0]["traces"]
+    assert [label for _, label in helpers.recorded_labels(trace)] == [[0], [1]]
+    s = wait_state(spec, "restored")
+    while not s.get("clean"):
+        s = wait_state(spec, "restored")
+    assert inner.__code__ is original and RUNTIME not in vars(train) and not agent.ACTIVE
+
+
+@pytest.mark.parametrize("spoil,says", [
+    (lambda train, site: sys.modules.pop("pkjob.train"), "has not imported pkjob.train"),
+    (lambda train, site: setattr(train, RUNTIME, object()), "runs with patchkit's lines already"),
+    (lambda train, site: (site / "pkjob" / "train.py").write_text(
+        (site / "pkjob" / "train.py").read_text().replace("self.done += 1", "self.done += 2")), "changed on disk"),
+    (lambda train, site: (site / "pkjob" / "train.py").write_text(
+        (site / "pkjob" / "train.py").read_text() + "\n# edited\n"), "changed on disk"),
+])
+def test_each_refusal_changes_nothing(job, tmp_path, spoil, says):
+    train, site = job
+    inner, original = inner_of(train), inner_of(train).__code__
+    time.sleep(1.1)  # a file written again gets another time than the compiled copy records
+    spoil(train, site)
+    spec = spec_for(tmp_path, site)
+    agent.attach(spec)
+    s = status(spec)
+    assert s["state"] == "refused" and says in s["error"], s
+    assert inner.__code__ is original and not agent.ACTIVE
+    assert vars(train).get(RUNTIME) is None or says.startswith("runs with")
+
+
+def test_a_second_attach_of_the_recipe_is_refused_and_a_failure_inside_changes_nothing(job, tmp_path, capsys):
+    train, site = job
+    inner, original = inner_of(train), inner_of(train).__code__
+    bad = dict(spec_for(tmp_path, site), header="raise RuntimeError('boom')\n")
+    agent.attach(bad)
+    assert status(bad)["state"] == "failed" and "boom" in status(bad)["error"]
+    assert inner.__code__ is original and RUNTIME not in vars(train)
+    assert "the job runs on with its own code" in capsys.readouterr().err
+    first = spec_for(tmp_path, site)
+    agent.attach(first)
+    second = spec_for(tmp_path, site)
+    agent.attach(second)
+    assert status(second)["state"] == "refused" and "attached already" in status(second)["error"]
+    shutil.rmtree(first["channel"])  # the attaching command ended: the job's own code comes back
+    time.sleep(0.5)
+    assert inner.__code__ is original and RUNTIME not in vars(train)
+
+
+def test_detach_mid_window_closes_it_at_the_next_step_and_keeps_its_trace(job, tmp_path):
+    train, site = job
+    spec = spec_for(tmp_path, site, steps=50)
+    inner, original = inner_of(train), inner_of(train).__code__
+    trainer = train.Trainer(0, 0.0)
+    agent.attach(spec)
+    for i in range(3):
+        trainer.step_logged(i)
+    wait_state(spec, "recording")
+    Path(spec["channel"], "detach").touch()
+    wait_state(spec, "closing")
+    trainer.step_logged(3)  # the step that closes the window, in the thread that owns the profiler
+    s = wait_state(spec, "restored")
+    assert s["captures"][0]["recorded"] == [[0, 3]] and s["why"] == "detached"
+    assert s["captures"][0]["traces"] and inner.__code__ is original
+
+
+def test_a_rank_not_listed_records_nothing_and_gets_its_code_back_at_its_first_call(job, tmp_path):
+    train, site = job
+    spec = spec_for(tmp_path, site, overrides=["profiler.ranks=[3]"])
+    inner, original = inner_of(train), inner_of(train).__code__
+    agent.attach(spec)
+    train.Trainer(0, 0.0).step_logged(0)
+    s = wait_state(spec, "restored")
+    assert s["captures"] == [] and inner.__code__ is original
+
+
+def test_a_profiler_that_fails_to_start_leaves_the_job_running_its_own_code(job, tmp_path, capsys, monkeypatch):
+    train, site = job
+    spec = spec_for(tmp_path, site)
+    inner, original = inner_of(train), inner_of(train).__code__
+    from patchkit.runtime import backends
+
+    monkeypatch.setattr(backends, "build", lambda *a: (_ for _ in ()).throw(RuntimeError("no profiler here")))
+    agent.attach(spec)
+    trainer = train.Trainer(0, 0.0)
+    trainer.step_logged(0)
+    trainer.step_logged(1)
+    s = wait_state(spec, "restored")
+    assert inner.__code__ is original and trainer.done == 2
+    assert "no profiler here" in capsys.readouterr().err
+
+
+CHILD = """\
+import json, sys, time
+import pkjob.train as train
+from patchkit.attach import agent
+inner = vars(train.Trainer)["step_logged"].__closure__[0].cell_contents
+original = inner.__code__
+agent.attach(json.load(open(sys.argv[1])))
+swapped = inner.__code__ is not original
+t = train.Trainer()
+for i in range(3):
+    t.step_logged(i)
+for _ in range(200):
+    if inner.__code__ is original and "_patchkit_runtime" not in vars(train):
+        break
+    time.sleep(0.05)
+print(json.dumps({"swapped": swapped, "back": inner.__code__ is original, "losses": t.losses,
+                  "left": "_patchkit_runtime" in vars(train)}))
+"""
+
+
+@pytest.mark.parametrize("version", sorted(helpers.OTHER))
+def test_the_swap_and_its_undo_hold_on_each_other_cpython(tmp_path, version):
+    python = helpers.OTHER[version]
+    if not os.path.exists(python):
+        pytest.skip(f"no Python {version} here ({python})")
+    site = helpers.site(tmp_path)
+    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    spec = spec_for(tmp_path, site)  # the window would need torch: its start fails, said once, and the code goes back
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    done = subprocess.run([python, "-c", CHILD, str(tmp_path / "spec.json")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out == {"swapped": True, "back": True, "losses": [0.0, 0.5, 1.0], "left": False}, done.stderr
+
+
+def test_traces_are_said_with_the_job_s_own_folder(job, tmp_path, monkeypatch):
+    train, site = job
+    monkeypatch.chdir(tmp_path)
+    spec = spec_for(tmp_path, site, steps=1, overrides=["profiler.save_path=rel/traces"])
+    agent.attach(spec)
+    train.Trainer(0, 0.0).step_logged(0)
+    (trace,) = wait_state(spec, "restored")["captures"][0]["traces"]
+    assert trace.startswith(str(tmp_path / "rel" / "traces") + os.sep)  # the attaching command runs elsewhere
+
+
+def test_the_job_s_own_ctrl_c_during_the_swap_is_given_back_and_nothing_stays_changed(tmp_path):
+    site = helpers.site(tmp_path)
+    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    spec = dict(spec_for(tmp_path, site), header="raise KeyboardInterrupt\n")
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    child = ("import json, sys, time\nimport pkjob.train as train\nfrom patchkit.attach import agent\n"
+             "inner = vars(train.Trainer)['step_logged'].__closure__[0].cell_contents\noriginal = inner.__code__\n"
+             "agent.attach(json.load(open(sys.argv[1])))\ntry:\n    time.sleep(2)\n    print('lost')\n"
+             "except KeyboardInterrupt:\n    print('given back', inner.__code__ is original)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    done = subprocess.run([sys.executable, "-c", child, str(tmp_path / "spec.json")], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.stdout.strip() == "given back True", done.stderr

@@ -1,0 +1,92 @@
+"""attach.payload: the window of --steps steps, the request planned by the engine (refused for applied files and
+decorating points), and the private folder it travels in, owned by the job's user where root attaches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+import attach_helpers as helpers
+from patchkit.attach import payload
+from patchkit.attach.process import AttachError, Process
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_window_is_the_next_steps_and_a_schedule_of_one_s_own_is_refused(tmp_path):
+    path = str(helpers.recipe(tmp_path, "logged"))
+    s = payload.settings(path, ["profiler.ranks=[0]"], "torch", 3)
+    assert s.recipe.schedule.steps == (0, 1, 2) and s.recipe.schedule.trigger == "schedule"
+    assert s.recipe.profiler.ranks == (0,)
+    with pytest.raises(AttachError, match="schedule.wait=2: attach records the next --steps steps"):
+        payload.settings(path, ["schedule.wait=2"], None, 3)
+    with pytest.raises(AttachError, match="1 to 1000 steps"):
+        payload.settings(path, [], None, 1001)
+
+
+def test_the_request_holds_each_module_s_instrumented_text_the_hash_of_its_file_and_its_targets(tmp_path):
+    site = helpers.site(tmp_path)
+    s = payload.settings(str(helpers.recipe(tmp_path, "closure")), [], None, 2)
+    spec = payload.request(s, 2, str(site))
+    (module,) = spec["modules"]
+    train = site / "pkjob" / "train.py"
+    assert module["name"] == "pkjob.train" and module["file"] == str(train.resolve())
+    assert module["sha256"] == hashlib.sha256(train.read_bytes()).hexdigest()
+    assert module["targets"] == [[None, "closure_loop", "step"]] and module["relpath"] == "pkjob/train.py"
+    assert '_patchkit_runtime.start("pkjob-closure")' in module["instrumented"]
+    assert "configure(\"pkjob-closure\"" in spec["header"] and "steps=(0, 1)" in spec["header"]
+    assert spec["recipe"] == "pkjob-closure" and spec["steps"] == 2 and spec["lines"] == 2 and spec["version"] == "1.0"
+    json.dumps(spec)  # it travels as JSON
+
+
+def test_a_decorating_point_and_an_applied_file_are_refused(tmp_path, tree):
+    s = payload.settings("sglang-forward", [], None, 1)
+    with pytest.raises(AttachError, match="decorates ModelRunner.forward") as err:
+        payload.request(s, 1, str(tree("sglang-0.5.5")))
+    assert "patchkit run" in err.value.hint
+    site = helpers.site(tmp_path)
+    import patchkit
+
+    patchkit.apply_recipe(str(helpers.recipe(tmp_path, "logged")), ["backend=torch"], root=str(site))
+    s = payload.settings(str(helpers.recipe(tmp_path, "logged")), [], None, 1)
+    with pytest.raises(AttachError, match="has the lines of pkjob-logged \\(or another recipe.s\\) already") as err:
+        payload.request(s, 1, str(site))
+    assert "patchkit capture pkjob-logged" in err.value.hint
+
+
+def proc(uid, pid=4242):
+    return Process(pid, (uid,) * 4, (uid,) * 4, (), 1, "/usr/bin/python3", False, ("python3",), 7, 0, 0, "python3")
+
+
+def test_the_folder_is_private_to_this_user(tmp_path):
+    f = payload.folder(proc(os.geteuid()), {"recipe": "r"}, "/some/where")
+    try:
+        assert stat.S_IMODE(os.stat(f.base).st_mode) == 0o700 and stat.S_IMODE(os.stat(f.out).st_mode) == 0o700
+        st = os.stat(f.request)
+        assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
+        data = Path(f.request).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == f.digest
+        sent = json.loads(data)
+        assert sent["channel"] == f.out and sent["runtime_from"] == "/some/where" and sent["id"] == f.id
+        assert sent["pid"] == 4242 and "patchkit-attach-4242-" in f.base
+        payload.withdraw(f)
+        assert os.listdir(f.base) == ["out"]
+    finally:
+        payload.remove(f)
+    assert not os.path.exists(f.base)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root attaches to another user's job")
+def test_root_hands_the_request_and_the_channel_to_the_job_s_user_and_nobody_else():
+    f = payload.folder(proc(65534), {"recipe": "r"}, "")
+    try:
+        assert stat.S_IMODE(os.stat(f.base).st_mode) == 0o711 and os.stat(f.base).st_uid == 0  # pass, not list
+        assert os.stat(f.request).st_uid == 65534 and stat.S_IMODE(os.stat(f.request).st_mode) == 0o600
+        assert os.stat(f.out).st_uid == 65534 and stat.S_IMODE(os.stat(f.out).st_mode) == 0o700
+    finally:
+        payload.remove(f)

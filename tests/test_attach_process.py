@@ -1,0 +1,88 @@
+"""attach.process: a process read from /proc, the interpreter's own options, Python told by its file name, --match."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from patchkit.attach import process
+from patchkit.attach.process import AttachError
+
+
+@pytest.fixture
+def sleeper():
+    """A Python process with a unique word in its command line."""
+    token = f"pk-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([sys.executable, "-u", "-X", "dev", "-c", "import time; time.sleep(60)", token])
+    time.sleep(0.3)
+    yield proc, token
+    proc.kill()
+    proc.wait()
+
+
+def test_a_process_is_read_from_proc(sleeper):
+    proc, token = sleeper
+    p = process.read(proc.pid)
+    assert p.pid == proc.pid and p.uid == os.geteuid() and p.ppid == os.getpid()
+    assert os.path.realpath(p.exe) == os.path.realpath(sys.executable) and not p.exe_deleted
+    assert p.argv[-1] == token and token in p.command and p.started > 0
+    assert process.alive(p) and process.same_mounts(proc.pid)
+    assert "PATH" in process.environ(proc.pid)
+    proc.kill()
+    time.sleep(0.3)
+    with pytest.raises(AttachError, match="has ended"):  # a zombie: its parent has not collected it
+        process.read(proc.pid)
+    proc.wait()
+    assert not process.alive(p)
+    with pytest.raises(AttachError, match=f"there is no process {proc.pid}"):
+        process.read(proc.pid)
+
+
+@pytest.mark.parametrize("argv,flags,xopts", [
+    (["python", "train.py", "-X", "x"], "", []),
+    (["python", "-u", "-X", "dev", "-c", "code", "-X", "late"], "u", ["dev"]),
+    (["python3.11", "-IE", "-Xdisable-remote-debug", "-m", "pkg"], "IE", ["disable-remote-debug"]),
+    (["python", "-W", "ignore", "-B", "--check-hash-based-pycs", "always", "-X", "a=b", "s.py"], "B", ["a=b"]),
+])
+def test_the_interpreter_s_own_options_stop_at_the_script(argv, flags, xopts):
+    assert process.interpreter_options(tuple(argv)) == (flags, xopts)
+
+
+@pytest.mark.parametrize("exe,found", [
+    ("/usr/bin/python3.11", ("3.11", False)), ("/opt/py/bin/python3.13t", ("3.13", True)),
+    ("/usr/bin/python3", (None, False)), ("/x/python", (None, False)), ("/usr/bin/python3.12-dbg", ("3.12", False)),
+    ("/usr/bin/sleep", None), ("/usr/bin/pythonista", None), ("/usr/bin/uwsgi", None),
+])
+def test_python_is_told_by_its_file_name(exe, found):
+    assert process.python_name(exe) == found
+
+
+def test_match_finds_this_user_s_processes_but_not_itself_nor_a_fork_with_the_same_command(sleeper, tmp_path):
+    proc, token = sleeper
+    forking = tmp_path / "forking.py"
+    forking.write_text("import os, time\nif os.fork() == 0:\n    time.sleep(60)\nelse:\n    time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, str(forking), token], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        found = process.matching(token)
+        assert [p.pid for p in found] == sorted([proc.pid, parent.pid])  # the forked child is its parent's worker
+        assert os.getpid() not in [p.pid for p in process.matching(token)]
+        assert process.matching(f"{token}-nobody-has-it") == []
+    finally:
+        os.killpg(parent.pid, 9)  # the parent and its forked child
+        parent.wait()
+
+
+def test_ancestors_lead_to_the_first_process():
+    chain = process.ancestors(os.getpid())
+    assert chain[0] == os.getppid() and chain[-1] in (0, 1)
+
+
+def test_a_libpython_in_the_maps_is_seen():
+    assert process.embeds_python(os.getpid()) == any("libpython3" in ln for ln in open("/proc/self/maps"))
+    assert process.where(5).path == "pid 5"

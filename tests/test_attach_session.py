@@ -1,0 +1,106 @@
+"""attach.session as an API: every check before any injection, the records another command finds (status, detach),
+a record of an ended process forgotten, the processes asked for, and an injection that fails withdrawn."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import attach_helpers as helpers
+from attach_helpers import Job
+from patchkit.attach import session
+from patchkit.attach.process import AttachError
+
+
+def test_every_process_is_checked_before_any_is_injected(tmp_path):
+    site = helpers.site(tmp_path)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        s = session.Session([sleeper.pid, job.pid], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=2)
+        with pytest.raises(AttachError, match="is not a Python interpreter"):
+            s.prepare()
+        assert s.attached == [] and not [p for p in os.listdir("/tmp") if p.startswith(f"patchkit-attach-{job.pid}-")]
+        nowhere = session.Session([sleeper.pid], str(helpers.recipe(tmp_path, "logged")), root=str(tmp_path), steps=2)
+        with pytest.raises(AttachError, match="is not a Python interpreter"):  # before the plan's own error
+            nowhere.prepare()
+    finally:
+        for p in (sleeper, job):
+            p.kill()
+            p.wait()
+
+
+def test_the_processes_asked_for():
+    me = session.processes(os.getppid(), [], None)
+    assert [p.pid for p in me] == [os.getppid()]
+    with pytest.raises(AttachError, match="no process of yours has"):
+        session.processes(None, [], "no-process-has-this-in-its-command-line-0x9f3")
+
+
+@pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
+                    reason=helpers.gdb_missing() or helpers.ptrace_denied() or "")
+def test_status_and_detach_find_the_agent_through_the_record(tmp_path):
+    site = helpers.site(tmp_path)
+    job = Job(tmp_path, site, steps=100000)
+    try:
+        job.wait_steps(5)
+        s = session.Session([job.pid], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=1000)
+        s.prepare()
+        s.inject()
+        seen = []
+        assert s.wait(seen.append, 60, until=("recording",)) and [a.state for a in seen][-1] == "recording"
+        (shown,) = session.status(job.pid)
+        assert shown["state"] == "recording" and shown["recipe"] == "pkjob-logged"
+        (rec,) = session.records(job.pid)
+        assert rec.attacher == os.getpid() and oct(os.stat(rec.path).st_mode & 0o777) == "0o600"
+        (done,) = session.detach(job.pid)
+        assert done["state"] == "restored" and done["why"] == "detached" and done["captures"][0]["traces"]
+        assert session.records(job.pid), "this process attached and still runs: it cleans up"
+        assert s.wait(None, 30) and s.attached[0].state == "restored"
+        s.close()
+        assert session.records(job.pid) == [] and not os.path.exists(s.attached[0].folder.base)
+        with pytest.raises(AttachError, match="nothing is attached to process"):
+            session.detach(job.pid)
+        final, _ = job.finish()
+        assert all(final["original"].values())
+    finally:
+        job.kill()
+
+
+def test_a_record_of_an_ended_process_is_forgotten(tmp_path):
+    with session.records_dir() as folder:
+        path = folder.join(f"{os.getpid()}-1.json")  # this pid, but another start: an earlier process
+    with open(path, "w") as handle:
+        json.dump({"pid": os.getpid(), "started": 1, "base": "/x", "out": "/x/out", "recipe": "r", "attacher": 1},
+                  handle)
+    os.chmod(path, 0o600)
+    assert session.records(os.getpid()) == [] and not os.path.exists(path)
+    assert session.status(os.getpid()) == []
+
+
+@pytest.mark.skipif(bool(helpers.gdb_missing()), reason=helpers.gdb_missing() or "")
+def test_an_injection_that_fails_is_withdrawn_everywhere(tmp_path, monkeypatch):
+    site = helpers.site(tmp_path)
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                           env=dict(os.environ, PYTHONPATH=str(site)))
+    try:
+        time.sleep(0.5)
+        s = session.Session([job.pid], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=2)
+        s.prepare()
+
+        def refuse(*a):
+            raise AttachError("the kernel said no", None)
+
+        monkeypatch.setattr(session.inject, "send", refuse)
+        with pytest.raises(AttachError, match="the kernel said no"):
+            s.inject()
+        assert not os.path.exists(s.attached[0].folder.base) and session.records(job.pid) == []
+    finally:
+        job.kill()
+        job.wait()

@@ -1,0 +1,198 @@
+"""attach.swap: the live function found behind its decorators by its code, the instrumented twin swapped in every
+function that uses the code (closures included) and swapped back, the refusals that keep the job as it was."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import textwrap
+import threading
+import types
+
+import pytest
+
+from patchkit.attach.swap import Refused, Swap, code_at, functions_in, in_flight, plan_swaps, scope_name
+
+SOURCE = textwrap.dedent('''\
+    import functools
+
+    def keep_in_closure(func):
+        def f(*args, **kwargs):
+            return func(*args, **kwargs)
+        return f
+
+    def wraps(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            return func(*args, **kwargs)
+        return wrapper
+
+    class A:
+        @keep_in_closure
+        def hidden(self, x):
+            return x + 1
+
+        @wraps
+        def wrapped(self, x):
+            return x + 2
+
+        @staticmethod
+        def static(x):
+            return x + 3
+
+        def uses_super(self):
+            return super().__repr__()
+
+    def outer(k):
+        def inner(x):
+            return x + k
+        return inner
+
+    def gen():
+        yield 1
+    ''')
+
+INSTRUMENTED = SOURCE.replace("return x + 1", "MARK.append('hidden')\n        return x + 1") \
+    .replace("return x + 2", "MARK.append('wrapped')\n        return x + 2") \
+    .replace("return x + 3", "MARK.append('static')\n        return x + 3") \
+    .replace("return x + k", "MARK.append('inner')\n        return x + k") \
+    .replace("return super().__repr__()", "MARK.append('super')\n        return super().__repr__()")
+
+
+@pytest.fixture
+def module(tmp_path):
+    path = tmp_path / "target_mod.py"
+    path.write_text(SOURCE)
+    mod = types.ModuleType("target_mod")
+    mod.__file__ = str(path)
+    exec(compile(SOURCE, str(path), "exec", dont_inherit=True), vars(mod))
+    mod.MARK = []
+    return mod
+
+
+def _codes(mod):
+    path = mod.__file__
+    return (compile(SOURCE, path, "exec", dont_inherit=True), compile(INSTRUMENTED, path, "exec", dont_inherit=True))
+
+
+def test_code_at_walks_the_names_from_the_module_down(module):
+    original, _ = _codes(module)
+    (hidden,) = code_at(original, ("A", "hidden"))
+    assert hidden.co_name == "hidden" and code_at(original, ("A", "nope")) == []
+    (inner,) = code_at(original, ("outer", "inner"))
+    assert inner.co_freevars == ("k",)
+    assert scope_name(("A", "hidden", None)) == "A.hidden" and scope_name((None, "outer", "inner")) == "outer.inner"
+
+
+def test_functions_are_found_behind_a_closure_wraps_and_staticmethod(module):
+    found = functions_in(vars(module.A)["hidden"])
+    assert [f.__name__ for f in found] == ["f", "hidden"]  # the wrapper, then the function in its closure
+    assert [f.__code__.co_name for f in functions_in(vars(module.A)["wrapped"])] == ["wrapper", "wrapped"]
+    assert [f.__name__ for f in functions_in(vars(module.A)["static"])] == ["static"]
+    assert functions_in(42) == [] and functions_in(property(lambda s: 1))[0].__name__ == "<lambda>"
+
+
+@pytest.mark.parametrize("name,mark,call", [
+    ("hidden", "hidden", lambda m: m.A().hidden(1)),
+    ("wrapped", "wrapped", lambda m: m.A().wrapped(1)),
+    ("static", "static", lambda m: m.A.static(1)),
+    ("uses_super", "super", lambda m: m.A().uses_super()[:20]),
+])
+def test_a_method_is_swapped_in_and_back_and_keeps_its_original_code_object(module, name, mark, call):
+    original, instrumented = _codes(module)
+    before = call(module)
+    swaps = plan_swaps(module, ("A", name, None), original, instrumented)
+    olds = [s.old for s in swaps]
+    assert [s.apply() for s in swaps] == [1]
+    assert call(module) == before and module.MARK == [mark]
+    assert [s.undo() for s in swaps] == [1]
+    call(module)
+    assert module.MARK == [mark] and all(s.restored() for s in swaps)
+    assert [s.old for s in swaps] == olds
+
+
+def test_a_closure_made_before_and_one_made_during_the_swap_both_go_back(module):
+    original, instrumented = _codes(module)
+    made_before = module.outer(10)
+    swaps = plan_swaps(module, (None, "outer", "inner"), original, instrumented)
+    assert [s.scope for s in swaps] == ["outer", "outer.inner"]
+    counts = [s.apply() for s in swaps]
+    assert counts == [1, 1]  # outer itself, and the closure that exists
+    made_during = module.outer(20)
+    assert made_before(1) == 11 and made_during(1) == 21 and module.MARK == ["inner", "inner"]
+    assert [s.undo() for s in swaps] == [1, 2]  # the closure made meanwhile goes back too
+    assert made_before(1) == 11 and made_during(1) == 21 and module.MARK == ["inner", "inner"]
+    assert made_before.__code__ is made_during.__code__ is swaps[1].old
+
+
+def test_a_function_changed_on_disk_since_import_is_refused(module):
+    path = module.__file__
+    changed = SOURCE.replace("return x + 1", "return x + 100")
+    with pytest.raises(Refused, match="changed since the job imported it"):
+        plan_swaps(module, ("A", "hidden", None), compile(changed, path, "exec"), compile(changed, path, "exec"))
+
+
+def test_free_variables_that_differ_are_refused_before_anything_changes(module):
+    original, _ = _codes(module)
+    other = compile(SOURCE.replace("return x + k", "return x + k + len(MARK) + j"), module.__file__, "exec")
+    other = compile(SOURCE.replace("def outer(k):", "def outer(k, j=0):").replace("return x + k", "return x + k + j"),
+                    module.__file__, "exec")
+    inner = module.outer(1)
+    with pytest.raises(Refused, match="free variables"):
+        plan_swaps(module, (None, "outer", "inner"), original, other)
+    assert inner(1) == 2 and module.MARK == []
+
+
+def test_generators_and_missing_names_are_refused(module):
+    original, instrumented = _codes(module)
+    with pytest.raises(Refused, match="generator"):
+        plan_swaps(module, (None, "gen", None), original, instrumented)
+    with pytest.raises(Refused, match="the file has no such function"):
+        plan_swaps(module, ("A", "nope", None), original, instrumented)
+    module.A = 3
+    with pytest.raises(Refused, match="is not a class"):
+        plan_swaps(module, ("A", "hidden", None), original, instrumented)
+
+
+def test_a_function_no_decorator_lets_reach_is_said(module):
+    original, instrumented = _codes(module)
+
+    class Opaque:
+        def __init__(self, fn):
+            self._hidden = [fn]
+
+    module.A.hidden = Opaque(vars(module.A)["hidden"])
+    with pytest.raises(Refused, match="behind its decorators"):
+        plan_swaps(module, ("A", "hidden", None), original, instrumented)
+
+
+def test_in_flight_sees_a_frame_of_another_thread_running_the_code():
+    started, release = threading.Event(), threading.Event()
+
+    def busy():
+        started.set()
+        release.wait(10)
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    started.wait(10)
+    try:
+        assert in_flight([busy.__code__], sys._current_frames())
+        assert not in_flight([test_in_flight_sees_a_frame_of_another_thread_running_the_code.__code__.replace()],
+                             sys._current_frames())
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_swap_checks_generators_on_either_side():
+    def plain():
+        return 1
+
+    def gen():
+        yield 1
+
+    with pytest.raises(Refused, match="generator"):
+        Swap("x", plain.__code__, gen.__code__.replace(co_freevars=())).check()
+    Swap("x", plain.__code__, plain.__code__).check()
+    assert functools  # the module under test imports nothing of this test's own
