@@ -176,7 +176,7 @@ def test_show_prints_its_code_and_the_runtime_records_a_window_with_it(added):
 def test_the_layer_tests_and_the_import_contracts_hold_with_it(added):
     copy, _, found, lint = added
     assert found["layers"] == str(copy / "patchkit")
-    assert lint.returncode == 0 and "Contracts: 3 kept, 0 broken." in lint.stdout, lint.stdout + lint.stderr
+    assert lint.returncode == 0 and re.search(r"Contracts: \d+ kept, 0 broken\.", lint.stdout), lint.stdout + lint.stderr
 
 
 def test_the_tests_that_loop_over_the_backends_found_run_it(added, tmp_path):
