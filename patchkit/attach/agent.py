@@ -34,11 +34,9 @@ STATUS, DETACH = "status.json", "detach"
 
 
 def say(message):
-    try:
-        sys.stderr.write(f"[patchkit] attach: {message}\n")
-        sys.stderr.flush()
-    except Exception:
-        pass
+    from patchkit.runtime import process
+
+    process.say(f"attach: {message}")  # one line on the job's stderr; never raises
 
 
 class Channel:
