@@ -137,12 +137,13 @@ def test_another_mount_namespace_is_refused(procs):
     assert "inside the job's container" in err.value.hint
 
 
-def test_python_older_than_3_10_is_refused(procs):
-    old = "/root/.pyenv/versions/3.9.18/bin/python3.9"
-    if not os.path.exists(old):
-        pytest.skip("no Python 3.9 here")
-    with pytest.raises(AttachError, match="needs Python 3.10 or later"):
-        access.check(procs([old, "-c", "import time; time.sleep(60)"]).pid, LINES)
+def test_python_older_than_3_10_is_refused(procs, monkeypatch):
+    """A real job, whose interpreter the probe reads as 3.9.18 (what it reads from a 3.9 /proc/PID/exe)."""
+    job = procs([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(access, "ask", lambda proc, lines, install=None: Interpreter((3, 9, 18), False, sys.executable, ""))
+    with pytest.raises(AttachError, match="runs Python 3.9.18: attach needs Python 3.10 or later") as err:
+        access.check(job.pid, LINES)
+    assert "patchkit run" in err.value.hint
 
 
 def test_sys_remote_exec_is_sent_from_an_interpreter_of_the_job_s_version(tmp_path, monkeypatch):
