@@ -163,3 +163,28 @@ def test_a_file_size_limit_on_apply_is_an_error_and_leaves_no_partial_file(tree,
                     file_size=size)
     assert done.returncode == 1 and "File too large" in done.stderr and "Traceback" not in done.stderr
     assert snapshot(root) == before  # no .patchkit-tmp left beside the file, the file as it was
+
+
+def test_a_file_put_in_place_of_patchkit_s_new_file_never_takes_the_target_s_name(tree, monkeypatch):
+    """Between the write of the new text and its rename, another file takes the temporary name: nothing is
+    renamed over the target, and that file is left where it was."""
+    from patchkit.state import targetfile
+
+    root = tree("verl-0.6")
+    path = (root / DP).resolve()
+    before = path.read_bytes()
+    real_stat = os.stat
+
+    def planted(name, *args, dir_fd=None, follow_symlinks=True):
+        if isinstance(name, str) and name.endswith(".patchkit-tmp") and dir_fd is not None:
+            os.rename(name, name + ".mine", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            with open(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dir_fd), "w") as handle:
+                handle.write("planted")
+        return real_stat(name, *args, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(targetfile.os, "stat", planted)
+    with pytest.raises(targetfile.Changed, match="was replaced before it could take the file's name"):
+        targetfile.write_source(path, b"x = 1  # patchkit\n", expected=before)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.read_text() for p in path.parent.glob("*.patchkit-tmp")] == ["planted"]

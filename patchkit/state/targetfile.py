@@ -202,12 +202,19 @@ def _replace(dfd: int, name: str, data: bytes, st: Optional[os.stat_result]) -> 
             if st is not None and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
                 with contextlib.suppress(OSError):
                     os.fchown(fd, st.st_uid, st.st_gid)
+            made = os.fstat(fd)
         finally:
             os.close(fd)
+        now = os.stat(tmp, dir_fd=dfd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino):  # someone put another file in its place
+            tmp = ""  # not ours to remove
+            raise Changed("the new file patchkit wrote was replaced before it could take the file's name; nothing "
+                          "was written", Location(name), "check who writes in that folder, then run the command again")
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dfd)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
         raise
     with contextlib.suppress(OSError):
         os.fsync(dfd)
