@@ -222,17 +222,12 @@ def test_modules_stay_small():
 # Modules whose tests live in a module named for what they are tested through, with the reason.
 TESTED_IN = {
     "patchkit": "test_api",  # the public API it names
-    "patchkit._api": "test_api",  # the calls behind it, through the public names
     "patchkit.api": "test_api",  # the deprecated second list of those names
     "patchkit.__main__": "test_cli_commands",  # `python -m patchkit` is the command line
-    "patchkit.engine.points.scan": "test_points",  # what a scan holds, and where lines go on libcst's tree
     "patchkit.engine.points.positions": "test_points",
-    "patchkit.engine.points.loops": "test_points",
-    "patchkit.runtime.program": "test_backends",  # the code each backend renders, and that it is the code that runs
     "patchkit.demo.runner": "test_demo",  # `patchkit demo` runs both for real
     "patchkit.demo.train": "test_demo",
     "patchkit.cluster.gather": "test_collect",  # collect --ray and traces --ray on a real two-node cluster
-    "patchkit.hook.rebuild": "test_editfree",  # a node without the run cache has an entry rebuilt, for real
     "patchkit.hook._run": "test_importhook",  # the folder `patchkit run` puts on PYTHONPATH
     "patchkit.hook._run.sitecustomize": "test_importhook",  # run at start-up by every process of the command
     "patchkit.cluster.capture": "test_cli_capture",  # capture --ray on a real two-node cluster
