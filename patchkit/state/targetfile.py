@@ -24,37 +24,46 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+from patchkit.core import reach
+from patchkit.core.confined import Refused
+from patchkit.core.reach import Rules
 from patchkit.state import gitrepo
 from patchkit.core.errors import LedgerError, Location, LockedError, TargetError
 
 LOCK_TIMEOUT = float(os.environ.get("PATCHKIT_LOCK_TIMEOUT", "60"))
 LIMIT = 64 << 20  # no source file patchkit patches comes near it (SGLang's model_runner.py: about 150 KB)
-_NOFOLLOW, _NONBLOCK, _DIRECTORY = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_NONBLOCK", 0), getattr(os, "O_DIRECTORY", 0)
+_NOFOLLOW, _NONBLOCK = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_NONBLOCK", 0)
 
 
 class Changed(LedgerError):
     """The target file is not the one planned from: someone wrote it while patchkit worked."""
 
 
+class _NoLinks(Rules):
+    """A target's folders are planned as resolved paths: any link on the way was put there since."""
+
+    def link(self, st: os.stat_result, holder: os.stat_result, shown: str) -> None:
+        raise Refused(errno.ELOOP, "is a symbolic link", shown)
+
+
 def folder_of(path: Path) -> int:
     """A descriptor of the folder holding ``path`` (an absolute path without links, as planning resolves it),
-    opened from ``/`` one folder at a time, following no link: a folder swapped for a link since is refused."""
+    reached from ``/`` one folder at a time (:func:`patchkit.core.reach.folder`) following no link: a folder
+    swapped for a link since is refused."""
     path = Path(path)
-    fd = os.open("/", os.O_RDONLY | _DIRECTORY)
     try:
-        for name in path.parent.parts[1:]:
-            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
+        return reach.folder(str(path.parent), rules=_NoLinks())
+    except (Refused, NotADirectoryError) as exc:
+        raise TargetError(f"a folder on the way to {path} is now a symbolic link or not a folder: patchkit "
+                          "writes and reads targets only through the folders it planned from",
+                          Location(str(path)), "check who changed the package's folders, then run the command "
+                          "again") from exc
     except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise TargetError(f"a folder on the way to {path} is now a symbolic link or not a folder: patchkit "
-                              "writes and reads targets only through the folders it planned from",
-                              Location(str(path)), "check who changed the package's folders, then run the command "
-                              "again") from None
+        if exc.errno == errno.ELOOP:  # a link took a folder's place between its check and its open
+            raise TargetError(f"a folder on the way to {path} is now a symbolic link: patchkit writes and reads "
+                              "targets only through the folders it planned from", Location(str(path)),
+                              "check who changed the package's folders, then run the command again") from exc
         raise
-    return fd
 
 
 def _open_file(dfd: int, path: Path) -> int:
