@@ -30,6 +30,8 @@ def test_points_prints_each_place_with_the_file_s_line_and_the_recipe_point():
     out = run("points", "tinytrain.loop:Trainer.fit", "--root", OWN).stdout.splitlines()
     assert out[0].startswith("Trainer.fit in tinytrain/loop.py  (tiny-train 1.2.0, ")
     assert out[1] == "a point in it: class: Trainer method: fit and one of the points below"
+    assert out[2] == "(before_loop: also loop_start; after_call: also before_call, around_call; --all lists each)"
+    assert "--all lists each" not in run("points", "tinytrain.loop:Trainer.fit", "--root", OWN, "--all").stdout
     rows = {ln.split()[0]: ln for ln in out[3:] if ln.strip() and ln.split()[0].isdigit()}
     assert rows["21"].endswith("for batch in batches:                                 at: before_loop loop: {iter: batches}")
     assert rows["24"].split()[-2:] == ["call:", "self.forward"]

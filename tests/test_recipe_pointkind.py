@@ -80,3 +80,17 @@ def test_the_walk_takes_one_kind_a_module_and_refuses_anything_else(tmp_path, mo
     misnamed = _module(tmp_path, monkeypatch, "pk_misnamed", KIND.format(cls="M", name="other", find=FIND))
     with pytest.raises(KindError, match="pk_misnamed: its name 'other' is not its module's name"):
         _kind_of(misnamed)
+
+
+def test_a_kind_that_wraps_whole_calls_refuses_async_functions_and_generators_in_its_own_words():
+    from types import SimpleNamespace as NS
+
+    from patchkit.recipe.pointkind import wraps_whole_calls
+
+    is_async, is_generator = wraps_whole_calls("a timer", "stop")
+    plain, coroutine = NS(asynchronous=False), NS(asynchronous=True)
+    assert is_async.test(None, plain) == [] and is_async.test(None, coroutine) == [coroutine]
+    assert is_generator.test(NS(yields=["y"]), plain) == ["y"] and is_generator.test(NS(yields=[]), plain) == []
+    assert is_async.reason == "{qualname} is async; a timer wraps plain {scope}s only"
+    assert is_generator.reason == ("{qualname} is a generator (yield {at}); a timer would stop when the generator "
+                                   "is created, not when it finishes")

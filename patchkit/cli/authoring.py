@@ -55,14 +55,25 @@ def points_cmd(target: str, root: Optional[str], as_json: bool, every: bool) -> 
     origin = f"{ref.distribution} {version or '(version unknown)'}, " if ref.package else ""
     out = [f"{ref.qualname} in {ref.relpath}  ({origin}{ref.path})",
            "a point in it: " + spell_scope(found.scope) + " and one of the points below",
-           *([] if every else ["(after_call: also before_call, or around_call with action: range and name:; "
-                               "before_loop: also loop_start; --all lists each)"]), ""]
+           *([] if every else _also(found.entries)), ""]
     for e in found.entries:
         shown = e.points if every or e.kind == "def" else e.points[:1]
         first = spell(shown[0]) if shown else (f"# {e.note}" if e.note else "")
         out.append(f"{e.line:>6}  {_code(e.code).ljust(WIDTH)}  {first}".rstrip())
         out += [" " * (6 + 2 + WIDTH + 2) + spell(p) for p in shown[1:]]
     click.echo(printable("\n".join(out), keep="\n"))
+
+
+def _also(entries) -> list:
+    """The hint for the points a line offers beyond the first one shown (from the kinds found, none named here)."""
+    also: dict = {}
+    for e in entries:
+        if e.kind != "def" and len(e.points) > 1:
+            more = also.setdefault(e.points[0]["at"], [])
+            more += [p["at"] for p in e.points[1:] if p["at"] not in more]
+    if not also:
+        return []
+    return ["(" + "; ".join(f"{first}: also {', '.join(more)}" for first, more in also.items()) + "; --all lists each)"]
 
 
 def spell_scope(scope) -> str:

@@ -82,6 +82,16 @@ class Refusal(NamedTuple):
     reason: str
 
 
+def wraps_whole_calls(what: str, acts: str) -> Tuple[Refusal, Refusal]:
+    """The refusals of a kind whose decorator wraps each whole call (``what`` it is, and what it ``acts`` on the
+    way out): an async function and a generator return before their work is done."""
+    return (Refusal(lambda scan, func: [func] if func.asynchronous else [],
+                    f"{{qualname}} is async; {what} wraps plain {{scope}}s only"),
+            Refusal(lambda scan, func: scan.yields,
+                    f"{{qualname}} is a generator (yield {{at}}); {what} would {acts} when the generator is created, "
+                    "not when it finishes"))
+
+
 class PointKind(abc.ABC):
     """One kind of point: subclass it in a module of ``patchkit/recipe/kinds/`` named after ``name``."""
 

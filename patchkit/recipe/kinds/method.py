@@ -3,7 +3,7 @@ way out.  The runtime opens and closes it only while a capture window of the rec
 
 from __future__ import annotations
 
-from patchkit.recipe.pointkind import DECORATOR, DEF, Example, PointKind, Refusal
+from patchkit.recipe.pointkind import DECORATOR, DEF, Example, PointKind, wraps_whole_calls
 
 _WORK = "class A:\n    def run(self):\n        out = self.work()\n        return out\n"
 
@@ -15,13 +15,7 @@ class Method(PointKind):
     form = DECORATOR
     actions = ("range",)
     what = "around each whole call"
-    refusals = (
-        Refusal(lambda scan, func: [func] if func.asynchronous else [],
-                "{qualname} is async; a range wraps plain {scope}s only"),
-        Refusal(lambda scan, func: scan.yields,
-                "{qualname} is a generator (yield {at}); a range around it would close when the generator is "
-                "created"),
-    )
+    refusals = wraps_whole_calls("a range", "close")
     VALID = (
         Example(_WORK, {"at": "method", "action": "range", "name": "work"},
                 after='class A:\n    @_patchkit_runtime.ranged("k", "work")  # patchkit:k\n'

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from patchkit.recipe.pointkind import DECORATOR, DEF, Example, PointKind, Refusal
+from patchkit.recipe.pointkind import DECORATOR, DEF, Example, PointKind, wraps_whole_calls
 
 
 class OnExit(PointKind):
@@ -11,13 +11,7 @@ class OnExit(PointKind):
     place = DEF
     form = DECORATOR
     actions = ("step",)
-    refusals = (
-        Refusal(lambda scan, func: [func] if func.asynchronous else [],
-                "{qualname} is async; on_exit wraps plain {scope}s only"),
-        Refusal(lambda scan, func: scan.yields,
-                "{qualname} is a generator (yield {at}); on_exit would step when the generator is created, "
-                "not when it finishes"),
-    )
+    refusals = wraps_whole_calls("on_exit", "step")
     VALID = (
         Example("class A:\n    def run(self, x):\n        return self.work(x)\n", {"at": "on_exit"},
                 after='class A:\n    @_patchkit_runtime.on_exit("k")  # patchkit:k\n'
