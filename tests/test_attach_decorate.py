@@ -1,18 +1,22 @@
 """attach.decorate: a recipe's decorator put where the job holds the function (the class's or module's attribute, a
 staticmethod or classmethod, the closure cell of the function's own decorators), giving the object graph the applied
 text gives (innermost, below the function's own decorators), taken off again only where the place still holds it; and
-each shape attach refuses, with nothing changed.  The end-to-end runs on real CPU jobs are in
-test_attach_decorated_jobs.py."""
+each shape attach refuses, with nothing changed; the same on each other CPython found here.  The end-to-end runs on
+real CPU jobs are in test_attach_decorated_jobs.py."""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
+import subprocess
 import sys
 import textwrap
 import types
 
 import pytest
 
+import attach_helpers as helpers
 from patchkit.attach.decorate import Attribute, Cell, cells_holding, held_elsewhere, plan_wraps
 from patchkit.attach.swap import Refused
 
@@ -288,3 +292,48 @@ def test_cells_are_found_down_the_decorators(module):
     assert len(cells_holding(both, module.free)) == 1  # f and g share the cell of func
     nested = module.keep(module.keep(module.free))
     assert len(cells_holding(nested, module.free)) == 1
+
+
+CHILD = """\
+import json, sys, types
+sys.path.insert(0, sys.argv[2])
+from patchkit.attach.decorate import plan_wraps
+source = open(sys.argv[1]).read()
+mod = types.ModuleType("deco_mod")
+mod.__file__ = sys.argv[1]
+code = compile(source, sys.argv[1], "exec", dont_inherit=True)
+exec(code, vars(mod))
+def on_exit(key, guard=None):
+    def decorate(fn):
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                mod.TRAIL.append(key)
+        return wrapper
+    return decorate
+mod._patchkit_runtime = types.SimpleNamespace(on_exit=on_exit)
+held = dict(vars(mod.A))
+names = ("plain", "kept", "static", "klass")
+wraps = [plan_wraps(mod, ("A", n, None), [[[1, '_patchkit_runtime.on_exit(%r)' % n]]], code)[0] for n in names]
+for w in wraps:
+    w.apply()
+got = [mod.A().plain(1), mod.A().kept(1), mod.A.static(1), mod.A().klass(1)]
+for w in wraps:
+    w.undo()
+print(json.dumps({"got": got, "trail": [t for t in mod.TRAIL if t in names],
+                  "back": all(vars(mod.A)[n] is held[n] for n in held)}))
+"""
+
+
+@pytest.mark.parametrize("version", sorted(helpers.OTHER))
+def test_the_decorator_goes_on_and_off_on_each_other_cpython(tmp_path, version):
+    python = helpers.OTHER[version]
+    if not os.path.exists(python):
+        pytest.skip(f"no Python {version} here ({python})")
+    (tmp_path / "deco_mod.py").write_text(SOURCE)
+    done = subprocess.run([python, "-c", CHILD, str(tmp_path / "deco_mod.py"), str(helpers.REPO)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {"got": [6, 2, 4, 5], "trail": ["plain", "kept", "static", "klass"],
+                                       "back": True}

