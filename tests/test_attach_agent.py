@@ -231,3 +231,95 @@ def test_the_job_s_own_ctrl_c_during_the_swap_is_given_back_and_nothing_stays_ch
     done = subprocess.run([sys.executable, "-c", child, str(tmp_path / "spec.json")], capture_output=True, text=True,
                           env=env, timeout=60)
     assert done.stdout.strip() == "given back True", done.stderr
+
+
+def decorating_spec(tmp_path, site, points, steps=2, rid="pkjob-exit"):
+    path = tmp_path / f"{rid}.yaml"
+    path.write_text(helpers.RECIPE.format(rid=rid, scope="the decorated function", save=tmp_path / "traces",
+                                          points=points))
+    s = payload.settings(str(path), [], None, steps)
+    return dict(payload.request(s, steps, str(site)), id="t", channel=tempfile.mkdtemp(dir=tmp_path), runtime_from="")
+
+
+EXIT = "  - class: Trainer\n    method: step_logged\n    at: on_exit"
+
+
+def test_an_on_exit_goes_under_the_method_s_own_decorator_and_everything_comes_back(job, tmp_path):
+    train, site = job
+    spec = decorating_spec(tmp_path, site, EXIT)
+    held = vars(train.Trainer)["step_logged"]
+    cell = held.__closure__[0]
+    inner, original = cell.cell_contents, cell.cell_contents.__code__
+    trainer = train.Trainer(0, 0.0)
+    agent.attach(spec)
+    s = status(spec)
+    assert s["state"] == "attached" and s["targets"] == ["pkjob.train:Trainer.step_logged"] and s["functions"] == 1
+    assert vars(train.Trainer)["step_logged"] is held and cell.cell_contents.__wrapped__ is inner
+    for i in range(4):
+        trainer.step_logged(i)
+    s = wait_state(spec, "restored")
+    assert s["captures"][0]["recorded"] == [[0, 1]] and s["original_code"] and s["why"] == "the window closed"
+    (trace,) = s["captures"][0]["traces"]
+    assert helpers.recorded_labels(trace) == [(0, [0]), (1, [1])]  # each step ends as its call returns
+    while not s.get("clean"):
+        s = wait_state(spec, "restored")
+    assert cell.cell_contents is inner and inner.__code__ is original and vars(train.Trainer)["step_logged"] is held
+    assert RUNTIME not in vars(train) and trainer.done == 4 and not agent.ACTIVE
+
+
+def test_a_decorated_attribute_replaced_meanwhile_is_left_there_and_said(job, tmp_path):
+    train, site = job
+    spec = decorating_spec(tmp_path, site, "  - class: Trainer\n    method: work\n    at: on_exit", steps=1)
+    held = vars(train.Trainer)["work"]
+    agent.attach(spec)
+    assert vars(train.Trainer)["work"] is not held and vars(train.Trainer)["work"].__wrapped__ is held
+    mine = lambda self, i: 0.0  # noqa: E731 - the job's own code replaces the method meanwhile
+    train.Trainer.work = mine
+    Path(spec["channel"], "detach").touch()
+    s = wait_state(spec, "restored")
+    assert not s["original_code"] and "Trainer.work was replaced in the job meanwhile" in s["why"]
+    assert vars(train.Trainer)["work"] is mine
+
+
+def test_a_module_function_is_decorated_unless_another_module_holds_it_too(job, tmp_path, monkeypatch):
+    train, site = job
+    points = "  - function: closure_loop\n    at: on_exit"
+    importer = type(sys)("pkjob_importer")
+    importer.closure_loop = train.closure_loop  # from pkjob.train import closure_loop
+    monkeypatch.setitem(sys.modules, importer.__name__, importer)
+    held = train.closure_loop
+    refused = decorating_spec(tmp_path, site, points, steps=1)
+    agent.attach(refused)
+    s = status(refused)
+    assert s["state"] == "refused" and "held by pkjob_importer too" in s["error"]
+    assert train.closure_loop is held and RUNTIME not in vars(train)
+    del sys.modules[importer.__name__]
+    spec = decorating_spec(tmp_path, site, points, steps=1)
+    agent.attach(spec)
+    assert train.closure_loop is not held
+    train.closure_loop(train.Trainer(0, 0.0), 2, lambda i, step: step(i))
+    s = wait_state(spec, "restored")
+    assert s["captures"][0]["recorded"] == [[0, 0]] and s["original_code"] and train.closure_loop is held
+
+
+def test_a_range_around_the_method_and_a_swapped_point_inside_work_together(job, tmp_path):
+    train, site = job
+    points = EXIT + ("\n  - class: Trainer\n    method: step_logged\n    at: method\n    action: range\n    name: whole"
+                     "\n  - class: Trainer\n    method: work\n    at: method_start\n    action: mark\n    name: work")
+    spec = decorating_spec(tmp_path, site, points, rid="pkjob-both")
+    work, original = vars(train.Trainer)["work"], vars(train.Trainer)["work"].__code__
+    agent.attach(spec)
+    assert work.__code__ is not original and status(spec)["functions"] == 2
+    trainer = train.Trainer(0, 0.0)
+    for i in range(3):
+        trainer.step_logged(i)
+    s = wait_state(spec, "restored")
+    (trace,) = s["captures"][0]["traces"]
+    with open(trace) as f:
+        events = [e for e in json.load(f)["traceEvents"] if "dur" in e]
+    steps = sorted((e for e in events if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    ranges = [e for e in events if e["name"] == "whole"]
+    assert len(steps) == 2 and len(ranges) == 2
+    for span, whole in zip(steps, sorted(ranges, key=lambda e: e["ts"])):
+        assert span["ts"] <= whole["ts"] and whole["ts"] + whole["dur"] <= span["ts"] + span["dur"]
+    assert work.__code__ is original and s["original_code"]

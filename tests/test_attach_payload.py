@@ -1,5 +1,6 @@
 """attach.payload: the window of --steps steps, the request planned by the engine (refused for applied files and
-decorating points), and the private folder it travels in, owned by the job's user where root attaches."""
+nested or property functions a point decorates; a decorating point's decorators travel as text), and the private
+folder it travels in, owned by the job's user where root attaches."""
 
 from __future__ import annotations
 
@@ -44,11 +45,75 @@ def test_the_request_holds_each_module_s_instrumented_text_the_hash_of_its_file_
     json.dumps(spec)  # it travels as JSON
 
 
-def test_a_decorating_point_and_an_applied_file_are_refused(tmp_path, tree):
+def test_a_decorating_point_travels_with_the_text_of_its_decorators(tree):
+    """sglang-forward's on_exit: no code to swap, the decorator the engine wrote above the def, at its line."""
     s = payload.settings("sglang-forward", [], None, 1)
-    with pytest.raises(AttachError, match="decorates ModelRunner.forward") as err:
-        payload.request(s, 1, str(tree("sglang-0.5.5")))
+    (module,) = payload.request(s, 1, str(tree("sglang-0.5.5")))["modules"]
+    assert module["targets"] == []
+    ((target, definitions),) = module["decorated"]
+    assert target == ["ModelRunner", "forward", None]
+    ((line, text),) = definitions[0]
+    assert text.startswith('_patchkit_runtime.on_exit("sglang-forward", lambda self, forward_batch')
+    assert module["instrumented"].splitlines()[line - 1].strip().startswith("@" + text)
+    assert "# patchkit:sglang-forward" in module["instrumented"].splitlines()[line - 1]
+
+
+RANGE = """\
+  - class: Trainer
+    method: {m}
+    at: on_exit
+  - class: Trainer
+    method: {m}
+    at: method
+    action: range
+    name: whole
+  - class: Trainer
+    method: work
+    at: method_start
+    action: mark
+    name: work"""
+
+
+def test_a_range_and_an_on_exit_on_one_method_keep_the_applied_order_and_the_other_points_are_swapped(tmp_path):
+    site = helpers.site(tmp_path)
+    path = tmp_path / "both.yaml"
+    path.write_text(helpers.RECIPE.format(rid="both", scope="step_logged", save=tmp_path / "t",
+                                          points=RANGE.format(m="step_logged")))
+    (module,) = payload.request(payload.settings(str(path), [], None, 1), 1, str(site))["modules"]
+    assert module["targets"] == [["Trainer", "work", None]]
+    ((target, (definition,)),) = module["decorated"]
+    lines = module["instrumented"].splitlines()
+    assert [lines[line - 1].strip().split("  #")[0] for line, _ in definition] == ["@" + t for _, t in definition]
+    assert lines[definition[0][0] - 2].strip() == '@memory_logger(role="actor")'  # below the job's own decorator
+    assert [t.split("(")[0] for _, t in definition] == ["_patchkit_runtime.on_exit", "_patchkit_runtime.ranged"]
+
+
+@pytest.mark.parametrize("shape,says", [
+    ("@property\n    def step_logged(self):", "a property's function"),
+    ("@functools.cached_property\n    def step_logged(self):", "a property's function"),
+])
+def test_a_property_s_function_is_refused_before_anything_is_injected(tmp_path, shape, says):
+    site = helpers.site(tmp_path)
+    train = site / "pkjob" / "train.py"
+    train.write_text(train.read_text().replace('@memory_logger(role="actor")\n    def step_logged(self, i):', shape))
+    path = tmp_path / "prop.yaml"
+    path.write_text(helpers.RECIPE.format(rid="prop", scope="step_logged", save=tmp_path / "t",
+                                          points="  - class: Trainer\n    method: step_logged\n    at: on_exit"))
+    with pytest.raises(AttachError, match=says) as err:
+        payload.request(payload.settings(str(path), [], None, 1), 1, str(site))
     assert "patchkit run" in err.value.hint
+
+
+def test_an_on_exit_on_a_nested_function_is_refused_before_anything_is_injected(tmp_path):
+    site = helpers.site(tmp_path)
+    path = tmp_path / "nested.yaml"
+    path.write_text(helpers.RECIPE.format(rid="nested", scope="step", save=tmp_path / "t",
+                                          points="  - function: closure_loop\n    nested: step\n    at: on_exit"))
+    with pytest.raises(AttachError, match="closure_loop.step, a nested function"):
+        payload.request(payload.settings(str(path), [], None, 1), 1, str(site))
+
+
+def test_an_applied_file_is_refused(tmp_path):
     site = helpers.site(tmp_path)
     import patchkit
 

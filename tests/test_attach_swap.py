@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from patchkit.attach.swap import Refused, Swap, code_at, functions_in, in_flight, plan_swaps, scope_name
+from patchkit.attach.swap import Refused, Swap, code_at, find_live, functions_in, in_flight, plan_swaps, scope_name
 
 SOURCE = textwrap.dedent('''\
     import functools
@@ -196,3 +196,19 @@ def test_swap_checks_generators_on_either_side():
         Swap("x", plain.__code__, gen.__code__.replace(co_freevars=())).check()
     Swap("x", plain.__code__, plain.__code__).check()
     assert functools  # the module under test imports nothing of this test's own
+
+
+def test_find_live_says_which_definition_of_a_name_the_job_runs(tmp_path):
+    """A name defined twice (if/else): the live function is the second one, and its index points at the second
+    definition of the instrumented text too (attach.decorate picks that definition's decorators by it)."""
+    text = "import os\nif os.sep == '?':\n    def pick():\n        return 1\nelse:\n    def pick():\n        return 2\n"
+    path = tmp_path / "twice.py"
+    path.write_text(text)
+    mod = types.ModuleType("twice")
+    mod.__file__ = str(path)
+    original = compile(text, str(path), "exec", dont_inherit=True)
+    exec(original, vars(mod))
+    index, fn = find_live(mod, (None, "pick", None), original)
+    assert index == 1 and fn is mod.pick and len(code_at(original, ("pick",))) == 2
+    with pytest.raises(Refused, match="the file has no such function"):
+        find_live(mod, (None, "nowhere", None), original)

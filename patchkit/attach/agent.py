@@ -4,9 +4,10 @@
 its file is the one planned (sha256) and the one the job loaded (every function of it equals the file
 compiled afresh; a compiled copy, when there is one, records the file's size and time), each target is
 found alive and its instrumented twin has the same free variables.  Then it configures the runtime for the
-recipe (fresh: a recipe attached before starts again), puts ``_patchkit_runtime`` in the module's namespace
-and swaps the code objects (:mod:`patchkit.attach.swap`).  A refusal or a failure is written to the
-channel and said in one line on stderr; the job runs on with its own code.
+recipe (fresh: a recipe attached before starts again), puts ``_patchkit_runtime`` in the module's namespace,
+swaps the code objects (:mod:`patchkit.attach.swap`) and puts the recipe's decorators (``on_exit``, a range
+around a method) where the job holds each decorated function (:mod:`patchkit.attach.decorate`).  A refusal or a
+failure is written to the channel and said in one line on stderr; the job runs on with its own code.
 
 A daemon thread then watches, every :data:`POLL` seconds: when the recipe's capture is over (its window
 closed, or it never starts here: not a listed rank), when ``detach`` appears in the channel or the channel
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 
+from patchkit.attach.decorate import plan_wraps
 from patchkit.attach.swap import CodeType, Refused, functions_in, in_flight, plan_swaps, scope_name
 
 POLL = 0.05
@@ -166,11 +168,15 @@ class Attachment:
             raise Refused(f"{path} changed on disk since the job imported it ({changed}): its instrumented text "
                           "would not be the job's code; restart the job to profile the new file")
         instrumented = compile(entry["instrumented"], named, "exec", dont_inherit=True)
-        swaps = []
+        swaps, wraps = [], []
         for target in entry["targets"]:
             swaps += plan_swaps(module, tuple(target), original, instrumented)
             self.targets.append(f"{name}:{scope_name(tuple(target))}")
-        return module, swaps
+        for target, definitions in entry.get("decorated", []):  # after the swaps: put on last, taken off first
+            wraps += plan_wraps(module, target, definitions, original)
+            if f"{name}:{scope_name(tuple(target))}" not in self.targets:
+                self.targets.append(f"{name}:{scope_name(tuple(target))}")
+        return module, swaps + wraps
 
     def start(self):
         checked = [self.check_module(entry) for entry in self.spec["modules"]]
@@ -260,8 +266,11 @@ class Attachment:
     def restore(self, why):
         self.undo(self.swaps)
         ok = all(s.restored() for s in self.swaps)
+        kept = [s.scope for s in self.swaps if getattr(s, "replaced", False)]
+        if kept:  # a decorated attribute that something else replaced meanwhile: it stays
+            why += f"; {', '.join(kept)} was replaced in the job meanwhile, and is left as it is"
         self.report("restored", why=why, original_code=ok)
-        news = [s.new for s in self.swaps]
+        news = [c for s in self.swaps for c in s.codes()]
         for _ in range(int(600 / POLL)):  # the name stays while an instrumented frame still needs it
             if not in_flight(news, sys._current_frames()):
                 break

@@ -5,8 +5,10 @@ folder it travels in.
 instrumented code (``schedule.steps=[0..N-1]``; a schedule of the user's own is refused, since the window
 starts at the attach).  :func:`request` plans it here, with the engine (:func:`patchkit.state.planning.plan`):
 each module's instrumented text, the sha256 of the file it was made from, and the functions its points are
-in.  A file that has the recipe's lines already (applied) is refused, as is a point that decorates its
-function (``on_exit``, a range around the method): a decorator cannot be added by swapping code.
+in.  A file that has the recipe's lines already (applied) is refused.  A point that decorates its function
+(``on_exit``, a range around the method) cannot be added by swapping code: its target travels apart, with the
+text of the decorators the engine put above its ``def`` (:func:`decorators`), which the job puts where it holds
+the function (:mod:`patchkit.attach.decorate`); a nested function or a property's is refused here.
 
 :func:`folder` writes the request into a new private folder (``patchkit-attach-<pid>-*`` under the temporary
 folder, 0700, or 0711 when root attaches to another user's job): ``request-<id>.json`` (0600, owned by the
@@ -63,20 +65,65 @@ def request(s: Settings, steps: int, root: Optional[str] = None, versions=(False
                               "started since runs them", Location(str(f.path)),
                               f"ask it with `patchkit capture {s.id}` (applied with schedule.trigger=manual), or "
                               "`patchkit revert` and attach")
-        decorating = [pt for pt in f.points if pt.at in DECORATING]
-        if decorating:
-            pt = decorating[0]
-            raise AttachError(f"{s.id} decorates {pt.scope} (at: {pt.at}): a decorator cannot be added to a running "
-                              "job by swapping code", Location(str(f.path)),
-                              "profile it with `patchkit run` or `patchkit apply`, or use a point inside the method")
-        targets = sorted({(pt.cls, pt.method, pt.nested) for pt in f.points}, key=lambda t: tuple(x or "" for x in t))
+        targets = _targets(pt for pt in f.points if pt.at not in DECORATING)
+        decorated = _targets(pt for pt in f.points if pt.at in DECORATING)
         modules.append({"name": module_name(f.relpath), "file": str(f.path), "relpath": f.relpath,
                         "sha256": hashlib.sha256(f.data).hexdigest(), "instrumented": f.result.text,
-                        "targets": [list(t) for t in targets]})
+                        "targets": [list(t) for t in targets],
+                        "decorated": [[list(t), decorators(s.id, f, t)] for t in decorated]})
     return {"format": FORMAT, "recipe": s.id, "lines": LINES, "steps": steps, "modules": modules,
             "header": "".join(line + "\n" for line in header_lines(s)),
             "save_path": s.recipe.profiler.save_path, "version": p.installed.shown,
             "version_note": p.version_note, "version_skipped": p.version_skipped}
+
+
+def _targets(points) -> List[tuple]:
+    return sorted({(pt.cls, pt.method, pt.nested) for pt in points}, key=lambda t: tuple(x or "" for x in t))
+
+
+def decorators(rid: str, f, target) -> List[List[List[Any]]]:
+    """For each definition of a decorated target in the instrumented text (in the file's order, as the job's
+    :func:`patchkit.attach.swap.code_at` finds them), its patchkit decorators as ``[line, expression]``, outermost
+    first.  Refused here, before anything is injected: a nested function and a property's."""
+    import ast
+
+    from patchkit.engine.lines import RUNTIME
+
+    cls, method, nested = target
+    scope = ".".join(n for n in target if n)
+    where = Location(str(f.path))
+    if nested:
+        raise AttachError(f"{rid} decorates {scope}, a nested function: each call of {method} makes a new one, which "
+                          "attach cannot decorate", where, "profile it with `patchkit run` or `patchkit apply`, or use "
+                          "a point inside the function")
+    text = f.result.text
+    tree = ast.parse(text)
+    owners = list(_defined(tree, cls, (ast.ClassDef,))) if cls else [tree]
+    found = []
+    for owner in owners:
+        for node in _defined(owner, method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [ast.unparse(d) for d in node.decorator_list]
+            if any(n in ("property", "cached_property") or n.endswith((".setter", ".getter", ".deleter",
+                                                                       ".cached_property")) for n in names):
+                raise AttachError(f"{rid} decorates {scope}, a property's function: attach does not put a decorator "
+                                  "under a property", where, "profile it with `patchkit run` or `patchkit apply`, "
+                                  "or use a point inside it")
+            found.append([[d.lineno, ast.get_source_segment(text, d)] for d in node.decorator_list
+                          if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)
+                          and isinstance(d.func.value, ast.Name) and d.func.value.id == RUNTIME])
+    return found
+
+
+def _defined(node, name, kinds):
+    """The definitions named ``name`` directly in ``node``'s scope (inside if/try/with blocks, not other scopes)."""
+    import ast
+
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, kinds) and child.name == name:
+            yield child
+        elif isinstance(child, (ast.stmt, ast.excepthandler)) and not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield from _defined(child, name, kinds)
 
 
 class Folder(NamedTuple):

@@ -119,23 +119,32 @@ def pick(codes, index, what):
     return codes[index]
 
 
-def plan_swaps(module, target, original, instrumented):
-    """The swaps one target needs: its own code, and for a nested function its outer function's too (so closures
-    made later are instrumented as well).  ``original`` / ``instrumented``: the two compiled module codes."""
-    cls, method, nested = target
-    outer_path = (cls, method) if cls else (method,)
-    fresh = code_at(original, outer_path)
+def outer_path(target):
+    cls, method, _ = target
+    return (cls, method) if cls else (method,)
+
+
+def find_live(module, target, original):
+    """The job's (outer) function of ``target`` and which definition of the file it is (a name defined twice: if/else,
+    a property's setter), the index into :func:`code_at`'s list.  ``original``: the file's module code."""
+    fresh = code_at(original, outer_path(target))
     if not fresh:
         raise Refused(f"{scope_name(target)}: the file has no such function")
-    fn = None
-    for index, candidate in enumerate(fresh):  # a name defined twice (if/else, a property's setter): the live one
+    for index, candidate in enumerate(fresh):
         try:
-            fn = live_function(module, target, candidate)
-            break
+            return index, live_function(module, target, candidate)
         except Refused:
             if index == len(fresh) - 1:
                 raise
-    new_outer = pick(code_at(instrumented, outer_path), index, scope_name(target[:2] + (None,)))
+    raise AssertionError("unreachable")
+
+
+def plan_swaps(module, target, original, instrumented):
+    """The swaps one target needs: its own code, and for a nested function its outer function's too (so closures
+    made later are instrumented as well).  ``original`` / ``instrumented``: the two compiled module codes."""
+    _, method, nested = target
+    index, fn = find_live(module, target, original)
+    new_outer = pick(code_at(instrumented, outer_path(target)), index, scope_name(target[:2] + (None,)))
     swaps = [Swap(scope_name(target[:2] + (None,)), fn.__code__, new_outer)]
     if nested:
         olds = codes_named(fn.__code__, nested)
@@ -185,6 +194,11 @@ class Swap:
     def restored(self):
         """True when no function runs the instrumented code any more and those swapped have the original."""
         return not self.users(self.new) and all(fn.__code__ is self.old for fn in self.functions)
+
+    def codes(self):
+        """The code objects a frame may still be running after :meth:`undo` (the name ``_patchkit_runtime`` stays
+        in the module while one does)."""
+        return (self.new,)
 
 
 def in_flight(codes, frames):
