@@ -230,6 +230,7 @@ def test_one_task_pinned_to_each_node_without_retry_and_each_answer_told_as_it_c
     for (node, options, sent), expected in zip(ray.tasks, (A, B)):
         assert node == expected and sent is job
         assert (options["num_cpus"], options["max_retries"], options["scheduling_strategy"].soft) == (0, 0, False)
+        assert options["name"] == "patchkit attach"  # as `ray list tasks` shows it
     assert (job["recipe"], job["root"], job["steps"], job["driver"]) == (str(tmp_path / "my.yaml"),
                                                                         str(tmp_path / "site"), 3, os.getpid())
     a, b = results
@@ -351,6 +352,8 @@ def test_exit_0_only_when_every_node_attached_and_each_process_is_back(monkeypat
         assert f"{A[:12]} (10.0.0.1)  pid 11: steps 0-1 recorded -> /t/11.pt.trace.json" in result.output
     if code and on_nodes.NOTHING_MATCHED in states and not extra:
         assert f"node {B[:12]} (10.0.0.2): nothing matched" in result.output and "pass --skip-empty" in result.output
+    if code and set(states) == {on_nodes.NOTHING_MATCHED}:
+        assert "no node attached any process whose command line holds 'x'" in result.output
 
 
 def test_json_gives_each_node_and_ctrl_c_exits_130(monkeypatch):

@@ -158,11 +158,14 @@ def on_every_node(address: str, args: Sequence[str], steps: int, pids: Optional[
     bad = [r for r in results if not r.ok and not (skip_empty and r.state in on_nodes.EMPTY)]
     say(f"{s.id}: {len(fine)} of {len(results)} node(s) recorded {steps} step(s) in "
         f"{sum(len(r.attached) for r in fine)} process(es)")
-    if bad or not fine:
+    if bad:
         empty = any(r.state in on_nodes.EMPTY for r in bad)
-        raise ClusterError("; ".join(f"node {r.node}: {r.state}" for r in bad) or "no node attached any process",
+        raise ClusterError("; ".join(f"node {r.node}: {r.state}" for r in bad),
                            hint="pass --skip-empty to pass over nodes that run no process of the job (a head node "
                                 "that runs no worker)" if empty else "see each node's line above")
+    if not fine:
+        raise ClusterError(f"no node attached any process whose command line holds {match!r}",
+                           hint="--match compares the whole command line: check it with `ps -ef` on a node")
 
 
 def _said_node(r) -> None:

@@ -164,8 +164,8 @@ def attach_every_node(address: str, job: Dict[str, Any], on_start: Optional[Call
     with connect(address) as ray:
         nodes = alive_nodes(ray)
         task = ray.remote(_here)
-        refs = [task.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-            n["node_id"], soft=False)).remote(job) for n in nodes]
+        refs = [task.options(name="patchkit attach", num_cpus=0, max_retries=0, scheduling_strategy=(
+            NodeAffinitySchedulingStrategy(n["node_id"], soft=False))).remote(job) for n in nodes]
         by_ref = {ref: n for ref, n in zip(refs, nodes)}
         results: Dict[Any, NodeAttach] = {}
         pending = list(refs)
