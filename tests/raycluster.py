@@ -1,4 +1,5 @@
-"""A two-node Ray cluster on this machine, for the tests of ``--ray`` (tests/test_ray.py, tests/test_collect.py)."""
+"""Ray clusters on this machine for the tests of ``--ray``: two nodes (tests/test_ray.py, tests/test_collect.py), or
+one (tests/test_cluster_attach.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,25 @@ def two_nodes(a, b) -> Iterator[str]:
     try:
         a.id = cluster.head_node.node_id
         b.id = cluster.add_node(**SMALL, num_cpus=1, env_vars=b.env).node_id
+        cluster.wait_for_nodes()
+        yield cluster.address
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
+@contextlib.contextmanager
+def one_node(env) -> Iterator[str]:
+    """A one-node cluster (a head with one CPU) whose Ray workers get ``env``; yields its address.  Every node of
+    a cluster on one machine sees the same processes: a test of what each node finds needs one node."""
+    pytest.importorskip("ray", reason='Ray is not installed (pip install "patchkit-profiler[ray]")')
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={**SMALL, "num_cpus": 1, "include_dashboard": False,
+                                                            "env_vars": env})
+    try:
         cluster.wait_for_nodes()
         yield cluster.address
     finally:

@@ -73,6 +73,8 @@ def test_match_finds_this_user_s_processes_but_not_itself_nor_a_fork_with_the_sa
         assert [p.pid for p in found] == sorted([proc.pid, parent.pid])  # the forked child is its parent's worker
         assert os.getpid() not in [p.pid for p in process.matching(token)]
         assert process.matching(f"{token}-nobody-has-it") == []
+        # a process that asked from elsewhere (attach --ray's driver on this node) is spared, with its ancestors
+        assert [p.pid for p in process.matching(token, [proc.pid])] == [parent.pid]
     finally:
         os.killpg(parent.pid, 9)  # the parent and its forked child
         parent.wait()
@@ -86,3 +88,11 @@ def test_ancestors_lead_to_the_first_process():
 def test_a_libpython_in_the_maps_is_seen():
     assert process.embeds_python(os.getpid()) == any("libpython3" in ln for ln in open("/proc/self/maps"))
     assert process.where(5).path == "pid 5"
+
+
+def test_machine_names_this_kernel_s_boot_and_pid_namespace():
+    here = process.machine()
+    assert here and here == process.machine() and here.endswith(os.readlink(f"/proc/{os.getpid()}/ns/pid"))
+    child = subprocess.run([sys.executable, "-c", "from patchkit.attach.process import machine; print(machine())"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == here  # another process of this machine says the same

@@ -415,5 +415,5 @@ def test_every_command_is_declared_beside_what_it_says_and_attached_one_way():
                 and v not in commands.COMMANDS]
     ray = {name: [p for p in command.params if "--ray" in p.opts] for name, command in main.commands.items()}
     assert {name for name, found in ray.items() if found} == {"diff", "apply", "revert", "status", "traces",
-                                                             "collect", "capture"}
+                                                             "collect", "capture", "attach"}
     assert {(p.metavar, p.name) for found in ray.values() for p in found} == {("ADDRESS", "ray_address")}

@@ -9,6 +9,8 @@ The attaching side, in the command's process:
 - :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.
 - :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
 - :mod:`.session`: ``attach``, ``detach`` and ``attach --status`` as an API.
+- :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and
+  each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
 
 Inside the job (standard library and :mod:`patchkit.runtime` only; an import-linter contract keeps it so):
 

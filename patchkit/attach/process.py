@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.core.errors import Location, PatchkitError
 
@@ -165,11 +165,14 @@ def ancestors(pid: int) -> List[int]:
     return out
 
 
-def matching(text: str) -> List[Process]:
+def matching(text: str, spared: Sequence[int] = ()) -> List[Process]:
     """The processes whose command line holds ``text``, run by this user (every user's, for root); not this one or
-    its ancestors, nor a process forked from a matched parent with the same command line (a DataLoader worker)."""
+    its ancestors, nor ``spared`` and theirs (the command that asked, from another process: ``attach --ray``'s
+    driver), nor a process forked from a matched parent with the same command line (a DataLoader worker)."""
     me = os.getpid()
     skip = {me, *ancestors(me)}
+    for pid in spared:
+        skip.update((pid, *ancestors(pid)))
     found: Dict[int, Process] = {}
     for name in os.listdir(PROC):
         if not name.isdigit() or int(name) in skip:
@@ -181,6 +184,17 @@ def matching(text: str) -> List[Process]:
         if text in proc.command and (os.geteuid() == 0 or proc.uid == os.geteuid()):
             found[proc.pid] = proc
     return [p for p in sorted(found.values()) if not (p.ppid in found and found[p.ppid].argv == p.argv)]
+
+
+def machine() -> str:
+    """The boot of this kernel and this process's pid namespace: where two processes say the same, a pid names
+    the same process for both ("" when either cannot be read)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return f"{boot} {os.readlink(path(os.getpid(), 'ns/pid'))}" if boot else ""
+    except OSError:
+        return ""
 
 
 def same_mounts(pid: int) -> bool:

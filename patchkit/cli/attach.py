@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from dataclasses import asdict
 from functools import partial
 from typing import List, Optional, Sequence
 
 import click
 
-from patchkit.cli.options import backend_option, root_option, version_options
+from patchkit.cli.options import backend_option, ray_option, root_option, version_options
 from patchkit.core.printable import printable
 
 say = partial(click.echo, err=True)
-SKIPPED = "has not imported"  # with --match, a process that does not run the recipe's code is passed over
 
 
 def _pid(text: str) -> int:
@@ -33,28 +33,33 @@ def _steps_text(captures) -> str:
 
 def said(a) -> None:
     """One line for a process whose state changed."""
-    s, head = a.status, f"pid {a.pid}"
-    if a.state == "attached":
+    say(printable(process_line(a.pid, a.state, a.status)))
+
+
+def process_line(pid: int, state: str, s) -> str:
+    """What a process's state says (``s``: its agent's last status)."""
+    head = f"pid {pid}"
+    if state == "attached":
         line = (f"{head}: attached ({', '.join(s.get('targets', []))}: {s.get('functions', 0)} function(s)); "
                 f"recording the next {s.get('steps')} step(s) from the next call")
-    elif a.state == "recording":
+    elif state == "recording":
         line = f"{head}: recording"
-    elif a.state == "closing":
+    elif state == "closing":
         line = f"{head}: detaching: the window closes at the job's next step"
-    elif a.state == "restored":
-        back = "the job's own code is back" if s.get("original_code", True) else \
+    elif state == "restored":
+        back = "the job's own code is back" if s.get("original_code") is True else \
             "WARNING: some function does not have its original code back"
         line = f"{head}: {_steps_text(s.get('captures', []))}; {back} ({s.get('why', '')})"
-    elif a.state == "refused":
+    elif state == "refused":
         line = f"{head}: refused: {s.get('error')}; nothing changed"
-    elif a.state == "no answer":
+    elif state == "no answer":
         line = (f"{head}: no answer: {s.get('error')} (its main thread is blocked in native code?); the request was "
                 "withdrawn, nothing changed")
-    elif a.state == "gone":
+    elif state == "gone":
         line = f"{head}: the process ended"
     else:
-        line = f"{head}: {a.state}: {s.get('error', '')}"
-    say(printable(line))
+        line = f"{head}: {state}: {s.get('error', '')}"
+    return line
 
 
 def _interrupts_as_keyboard():
@@ -68,11 +73,13 @@ def _interrupts_as_keyboard():
 
 
 def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str], show_status: bool,
-           timeout: float, root: Optional[str], backend: Optional[str], versions, as_json: bool = False) -> None:
-    from patchkit.attach import session as attach_session
-    from patchkit.attach.process import AttachError
+           timeout: float, root: Optional[str], backend: Optional[str], versions, as_json: bool = False,
+           skip_empty: bool = False) -> None:
+    from patchkit.attach import flow, session as attach_session
 
     args = list(args)
+    if skip_empty:
+        raise click.UsageError("--skip-empty is for --ray: it passes over nodes where nothing runs the job")
     if show_status:
         if len(args) != 1:
             raise click.UsageError("give one PID: patchkit attach --status PID")
@@ -96,17 +103,7 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
         say(f"note: {printable(s.spec['version_note'])}")
     _interrupts_as_keyboard()
     try:
-        s.inject()
-        s.wait(said, timeout, until=("attached", "recording", "closing"))
-        bad = [a for a in s.attached if a.state in ("refused", "failed", "no answer", "gone")
-               and not (match and SKIPPED in str(a.status.get("error")))]
-        if bad or not any(a.state in ("attached", "recording", "closing", "restored") for a in s.attached):
-            s.detach(said)
-            s.close()
-            first = bad[0] if bad else s.attached[0]
-            raise AttachError(f"pid {first.pid}: {first.state}: {first.status.get('error')}", None,
-                              "nothing stays changed in any process; fix the cause and attach again")
-        s.wait(said)
+        flow.run(s, said, timeout, match)
     except KeyboardInterrupt:
         say("interrupted: putting the job's own code back (a window in progress closes at its next step)")
         try:
@@ -116,32 +113,89 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
         _finish(s, as_json)
         sys.exit(130)
     _finish(s, as_json)
-    if any(a.state != "restored" for a in s.attached if not (match and SKIPPED in str(a.status.get("error")))):
+    if any(a.state != "restored" for a in s.attached if not flow.passed_over(a, match)):
         sys.exit(1)
 
 
+def on_every_node(address: str, args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str],
+                  show_status: bool, timeout: float, as_json: bool, root: Optional[str], backend: Optional[str],
+                  skip_empty: bool = False, versions=(False, None)) -> None:
+    """``attach --ray``: the ``--match`` session on every alive node, one line per node and per process as each
+    node answers; exit 0 only when every node attached at least one process (``--skip-empty``: or matched
+    nothing to attach) and each of them ended with the job's own code back."""
+    from patchkit.attach.payload import settings
+    from patchkit.cluster import attach as on_nodes
+    from patchkit.cluster.ray import ClusterError
+
+    args = list(args)
+    if show_status:
+        raise click.UsageError("--status reads this machine's records: run `patchkit attach --status PID` on the node")
+    if pids or (args and args[0].isdigit()):
+        raise click.UsageError("a process id names a process of one node: with --ray, name the processes by their "
+                               "command line with --match TEXT")
+    if not match:
+        raise click.UsageError("--ray needs --match TEXT: each node finds its own processes by their command line")
+    if not args:
+        raise click.UsageError("give the RECIPE to attach")
+    s = settings(args[0], args[1:], backend, steps)  # a bad recipe or setting fails here, before any node is asked
+    job = on_nodes.job_for(match, args[0], args[1:], backend, root, versions, steps, timeout)
+
+    def started(n: int) -> None:
+        _interrupts_as_keyboard()  # again: ray.init set its own SIGTERM handler
+        say(printable(f"asking {n} node(s) to attach {s.id} to every process whose command line holds {match!r}; "
+                      "each node answers when its windows have closed"))
+
+    def interrupted(n: int) -> None:
+        say(f"interrupted: asking {n} node(s) to put the jobs' own code back (a window in progress closes at its "
+            "next step); Ctrl-C again stops waiting")
+
+    results, stopped = on_nodes.attach_every_node(address, job, started, _said_node, interrupted)
+    if as_json:
+        click.echo(json.dumps([dict(asdict(r), node=r.node, ok=r.ok) for r in results], indent=2))
+    if stopped:
+        sys.exit(130)
+    fine = [r for r in results if r.ok]
+    bad = [r for r in results if not r.ok and not (skip_empty and r.state in on_nodes.EMPTY)]
+    say(f"{s.id}: {len(fine)} of {len(results)} node(s) recorded {steps} step(s) in "
+        f"{sum(len(r.attached) for r in fine)} process(es)")
+    if bad:
+        empty = any(r.state in on_nodes.EMPTY for r in bad)
+        raise ClusterError("; ".join(f"node {r.node}: {r.state}" for r in bad),
+                           hint="pass --skip-empty to pass over nodes that run no process of the job (a head node "
+                                "that runs no worker)" if empty else "see each node's line above")
+    if not fine:
+        raise ClusterError(f"no node attached any process whose command line holds {match!r}",
+                           hint="--match compares the whole command line: check it with `ps -ef` on a node")
+
+
+def _said_node(r) -> None:
+    """A node's answer: its line, then one per process."""
+    from patchkit.cluster.attach import RECORDED
+
+    message = " ".join(r.message.replace("\n  hint:", "; hint:").split())
+    if r.state == RECORDED:
+        message = f"{len(r.attached)} process(es) recorded, the jobs' own code is back" + (
+            f" ({len(r.processes) - len(r.attached)} passed over)" if len(r.processes) > len(r.attached) else "")
+    say(printable(f"{r.node}  {r.state}" + (f": {message}" if message else "")))
+    for p in r.processes:
+        if p["passed_over"]:
+            line = f"pid {p['pid']}: passed over: {p['error']}"
+        elif p["state"] == "matched":
+            line = f"pid {p['pid']}: matched, not attached; {p['command'][:120]}"
+        else:
+            line = process_line(p["pid"], p["state"], p)
+        say(printable(f"{r.node}  {line}"))
+
+
 def _finish(s, as_json: bool) -> None:
+    from patchkit.attach.flow import note_folders
+
     s.close()
-    _note_folders(s)
+    note_folders(s)
     if as_json:
         keep = ("state", "attached_at", "why", "captures", "error", "targets", "original_code", "steps")
         click.echo(json.dumps([dict({k: a.status.get(k) for k in keep}, pid=a.pid, state=a.state) for a in s.attached],
                               indent=2))
-
-
-def _note_folders(s) -> None:
-    """The capture folders, in this user's index too (`patchkit traces` lists them; the job noted them in its own)."""
-    import os
-
-    from patchkit.core import manifest
-
-    for a in s.attached:
-        for c in a.status.get("captures", []) or []:
-            for trace in c.get("traces", []) or []:
-                try:
-                    manifest.note_folder(os.path.dirname(str(trace)))
-                except OSError:
-                    pass
 
 
 def status(pid: int) -> None:
@@ -183,17 +237,22 @@ def detach(pid: int, timeout: float) -> None:
 @click.option("--timeout", type=float, default=60, show_default=True,
               help="seconds for each job to take the code (it runs between two bytecodes of its main thread)")
 @click.option("--json", "as_json", is_flag=True, help="at the end, what each process did, as JSON on stdout")
+@click.option("--skip-empty", is_flag=True, help="with --ray: a node where no process runs the recipe's code (none "
+              "matched, or only a launcher) does not fail the command")
 @root_option
 @backend_option
 @version_options
-def attach_cmd(args, steps, pids, match, show_status, timeout, as_json, root, backend, versions=(False, None)) -> None:
+@ray_option(on_every_node, help="with --match: the same attach on every alive node of this Ray cluster (or auto)")
+def attach_cmd(args, steps, pids, match, show_status, timeout, as_json, root, backend, skip_empty=False,
+               versions=(False, None)) -> None:
     """Record the next STEPS steps of a running Python job started without patchkit, then leave it as it was.
 
     The recipe's instrumented code replaces the code of its functions in the job (Python 3.14+: sys.remote_exec;
     3.10 to 3.13: gdb, at a safe point of the main thread) until the window closes, Ctrl-C, or `patchkit detach
-    PID`. KEY=VALUE: recipe settings as for `apply` (not schedule.*: --steps sets the window). See docs/attach.md.
+    PID`. KEY=VALUE: recipe settings as for `apply` (not schedule.*: --steps sets the window). With --ray ADDRESS
+    --match TEXT, every node of a Ray cluster attaches to its own matching processes. See docs/attach.md.
     """
-    attach(args, steps, pids, match, show_status, timeout, root, backend, versions, as_json)
+    attach(args, steps, pids, match, show_status, timeout, root, backend, versions, as_json, skip_empty)
 
 
 @click.command("detach")

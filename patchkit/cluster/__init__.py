@@ -2,4 +2,5 @@
 
 - :mod:`.ray`: runs an operation on every node and gathers the results; :mod:`.node`: what runs on each node.
 - :mod:`.gather`: ``traces`` and ``collect`` across nodes; :mod:`.capture`: ``capture --ray``.
+- :mod:`.attach`: ``attach --ray --match``: each node's session, Ctrl-C making every node detach.
 """

@@ -1,0 +1,67 @@
+"""One attach from the first injection to the last window closed, as ``patchkit attach`` runs it on this machine
+and each node of ``patchkit attach --ray`` runs it on its own (:mod:`patchkit.cluster.attach`).
+
+:func:`run` gets into every process a prepared :class:`~patchkit.attach.session.Session` holds, and waits until
+each window has closed; a process that refused, failed or did not answer makes every process come out again
+before anything is recorded.  With ``--match``, a process that does not run the recipe's code (a launcher such as
+torchrun's, which imports no training module) is passed over rather than refused: :func:`passed_over`.
+:func:`ended_well` says whether a process gave the job its own code back; :func:`note_folders` adds the capture
+folders to this home's index, so ``patchkit traces`` finds them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+from patchkit.attach.process import AttachError
+from patchkit.attach.session import Attached, Session
+from patchkit.core.errors import PatchkitError
+
+SKIPPED = "has not imported"  # the agent's refusal of a process that does not run the recipe's code
+IN = ("attached", "recording", "closing")  # the code is in: a window waits, is open, or is closing
+FAILED = ("refused", "failed", "no answer", "gone")
+
+
+def passed_over(a: Attached, match: Optional[str]) -> bool:
+    """With ``match`` (``--match``), a process that has not imported the recipe's module is passed over."""
+    return bool(match) and SKIPPED in str(a.status.get("error"))
+
+
+def ended_well(a: Attached) -> bool:
+    """The window closed (or was closed) and every function has its own code back."""
+    return a.state == "restored" and a.status.get("original_code") is True
+
+
+def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, timeout: float = 60,
+        match: Optional[str] = None) -> None:
+    """Get into every process of ``s`` (prepared), then wait until every window has closed.
+
+    A process that refused, failed, ended or did not take the code within ``timeout`` seconds (one ``match``
+    passes over aside), or none in at all: every process is asked out again, the request folders go, and
+    :class:`AttachError` names the first one and why; nothing stays changed.  ``on_change`` is told each process
+    whose state changed.  KeyboardInterrupt is left to the caller, which asks every process out
+    (:meth:`Session.detach`)."""
+    s.inject()
+    s.wait(on_change, timeout, until=IN)
+    bad = [a for a in s.attached if a.state in FAILED and not passed_over(a, match)]
+    if bad or not any(a.state in IN + ("restored",) for a in s.attached):
+        s.detach(on_change)
+        s.close()
+        first = bad[0] if bad else s.attached[0]
+        raise AttachError(f"pid {first.pid}: {first.state}: {first.status.get('error')}", None,
+                          "nothing stays changed in any process; fix the cause and attach again")
+    s.wait(on_change)
+
+
+def note_folders(s: Session) -> None:
+    """Each capture's folder, in this home's index too (the job noted it in its own, which may be another)."""
+    from patchkit.core import manifest
+
+    for a in s.attached:
+        for c in a.status.get("captures", []) or []:
+            for trace in (c.get("traces", []) or []) if isinstance(c, dict) else []:
+                try:
+                    manifest.note_folder(os.path.dirname(str(trace)))
+                except (OSError, PatchkitError):
+                    pass

@@ -1,0 +1,88 @@
+"""attach.flow: one attach from the first injection to the last window closed, against a stand-in session whose
+processes answer as each test says (tests/test_cli_attach.py and tests/test_cluster_attach.py run it on real
+jobs): a refusal makes every process come out before anything is recorded, a launcher --match finds is passed
+over, and the capture folders are noted in this home's index."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from patchkit.attach import flow
+from patchkit.attach.process import AttachError
+from patchkit.core import manifest
+
+
+class Session:
+    """What flow.run calls.  ``answers``: each process's (state after getting in, status), then all restore."""
+
+    def __init__(self, *answers):
+        self.attached = [SimpleNamespace(pid=100 + i, state="queued", status={}) for i in range(len(answers))]
+        self.answers, self.calls = answers, []
+
+    def inject(self):
+        self.calls.append("inject")
+
+    def wait(self, on_change=None, timeout=None, until=None):
+        self.calls.append(("wait", until))
+        for a, (state, status) in zip(self.attached, self.answers):
+            if a.state in flow.IN or a.state == "queued":
+                a.state, a.status = (state, status) if until else ("restored", dict(status, why="the window closed",
+                                                                                     original_code=True))
+                if on_change:
+                    on_change(a)
+        return True
+
+    def detach(self, on_change=None, timeout=60):
+        self.calls.append("detach")
+
+    def close(self):
+        self.calls.append("close")
+
+
+LAUNCHER = ("refused", {"error": "the job has not imported pkjob.train (yet?)"})
+
+
+def test_every_window_is_waited_for_and_each_change_told():
+    s, told = Session(("attached", {}), ("recording", {})), []
+    flow.run(s, lambda a: told.append((a.pid, a.state)), 5)
+    assert s.calls == ["inject", ("wait", flow.IN), ("wait", None)]
+    assert told == [(100, "attached"), (101, "recording"), (100, "restored"), (101, "restored")]
+    assert all(flow.ended_well(a) for a in s.attached)
+
+
+def test_a_refusal_brings_every_process_out_before_anything_is_recorded():
+    s = Session(("attached", {}), ("refused", {"error": "PYTHON_DISABLE_REMOTE_DEBUG is set"}))
+    with pytest.raises(AttachError) as exc:
+        flow.run(s, None, 5, match="job")
+    assert exc.value.message == "pid 101: refused: PYTHON_DISABLE_REMOTE_DEBUG is set"
+    assert "nothing stays changed" in exc.value.hint
+    assert s.calls[-2:] == ["detach", "close"] and ("wait", None) not in s.calls
+
+
+def test_with_match_a_launcher_is_passed_over_but_not_when_it_is_all_there_is():
+    s = Session(("attached", {}), LAUNCHER)
+    flow.run(s, None, 5, match="job")
+    assert [flow.passed_over(a, "job") for a in s.attached] == [False, True]
+    assert not flow.passed_over(s.attached[1], None)  # named by pid, it is a refusal
+    with pytest.raises(AttachError, match="has not imported"):
+        flow.run(Session(LAUNCHER), None, 5, match="job")
+    with pytest.raises(AttachError, match="has not imported"):
+        flow.run(Session(("attached", {}), LAUNCHER), None, 5)
+
+
+def test_a_process_without_its_own_code_back_did_not_end_well():
+    assert not flow.ended_well(SimpleNamespace(state="restored", status={"original_code": False}))
+    assert flow.ended_well(SimpleNamespace(state="restored", status={"original_code": True}))
+    assert not flow.ended_well(SimpleNamespace(state="gone", status={}))
+    assert not flow.ended_well(SimpleNamespace(state="restored", status={}))  # not said: not counted as back
+
+
+def test_the_capture_folders_are_noted_in_this_home_s_index(tmp_path, monkeypatch):
+    monkeypatch.setattr(manifest, "_noted", set())
+    s = SimpleNamespace(attached=[SimpleNamespace(status={"captures": [
+        {"traces": [str(tmp_path / "t" / "a.pt.trace.json")]}, "not a capture", {"traces": None}]}),
+        SimpleNamespace(status={})])
+    flow.note_folders(s)
+    assert manifest.indexed_folders() == [str(tmp_path / "t")]
