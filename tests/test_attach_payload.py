@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,28 @@ def test_root_hands_the_request_and_the_channel_to_the_job_s_user_and_nobody_els
         assert os.stat(f.out).st_uid == 65534 and stat.S_IMODE(os.stat(f.out).st_mode) == 0o700
     finally:
         payload.remove(f)
+
+
+def test_the_folder_goes_even_while_the_agent_writes_its_last_status_into_it():
+    import threading
+
+    f = payload.folder(proc(os.geteuid()), {"recipe": "r"}, "")
+    stop = threading.Event()
+
+    def agent_writes():  # as agent.Channel.write does: a temporary file, then a rename
+        while not stop.is_set():
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".status-", dir=f.out)
+                os.close(fd)
+                os.replace(tmp, os.path.join(f.out, "status.json"))
+            except OSError:
+                return  # the folder has gone: nobody to tell
+
+    writer = threading.Thread(target=agent_writes)
+    writer.start()
+    try:
+        payload.remove(f)
+    finally:
+        stop.set()
+        writer.join()
+    assert not os.path.lexists(f.base)

@@ -24,6 +24,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import time
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from patchkit.attach.process import AttachError, Process
@@ -174,5 +175,12 @@ def withdraw(f: Folder) -> None:
                 pass
 
 
-def remove(f: Folder) -> None:
-    shutil.rmtree(f.base, ignore_errors=True)
+def remove(f: Folder, tries: int = 40) -> None:
+    """The request folder gone.  An agent may write its last status (``clean``) into ``out/`` while it is
+    removed, which leaves ``out/`` behind once: removed again until it stays gone (its writes into a folder
+    that is gone fail, and the agent expects them to)."""
+    for _ in range(tries):
+        shutil.rmtree(f.base, ignore_errors=True)
+        if not os.path.lexists(f.base):
+            return
+        time.sleep(0.05)
