@@ -323,3 +323,28 @@ def test_a_range_around_the_method_and_a_swapped_point_inside_work_together(job,
     for span, whole in zip(steps, sorted(ranges, key=lambda e: e["ts"])):
         assert span["ts"] <= whole["ts"] and whole["ts"] + whole["dur"] <= span["ts"] + span["dur"]
     assert work.__code__ is original and s["original_code"]
+
+
+def test_a_target_running_when_the_code_goes_in_is_named_its_call_keeps_its_own_code(job, tmp_path):
+    train, site = job
+    points = "  - function: closure_loop\n    at: loop_end\n    loop: {target: i}"
+    spec = decorating_spec(tmp_path, site, points, steps=2, rid="pkjob-loop")
+    original = train.closure_loop.__code__
+
+    def on_step(i, step):
+        if i == 0:
+            agent.attach(spec)  # from inside closure_loop's own loop, as a job that runs it for its whole life
+        step(i)
+
+    train.closure_loop(train.Trainer(0, 0.0), 3, on_step)
+    s = status(spec)
+    assert s["state"] == "attached" and s["running"] == ["closure_loop"] and s["captures"] == []
+    assert train.closure_loop.__code__ is not original, "the next call takes the instrumented code"
+    train.closure_loop(train.Trainer(0, 0.0), 3, lambda i, step: step(i))
+    s = wait_state(spec, "restored")
+    assert s["captures"][0]["recorded"] == [[0, 1]] and train.closure_loop.__code__ is original
+    idle = spec_for(tmp_path, site, steps=1)
+    agent.attach(idle)
+    assert status(idle)["running"] == []
+    train.Trainer(0, 0.0).step_logged(0)
+    assert wait_state(idle, "restored")["original_code"]

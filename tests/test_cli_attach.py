@@ -237,3 +237,23 @@ def test_only_the_owner_or_root_may_attach(tmp_path, site, jobs):
         shutil.rmtree(home, ignore_errors=True)
     final, _ = job.finish()
     assert all(final["original"].values())
+
+
+def test_each_process_is_said_once_attached_even_when_first_seen_recording_and_a_launcher_is_passed_over(capsys):
+    from types import SimpleNamespace as NS
+
+    from patchkit.cli.attach import Said
+
+    said = Said(match="train")
+    status = {"targets": ["m:Trainer.fit"], "functions": 1, "steps": 2, "running": ["Trainer.fit"]}
+    said(NS(pid=7, state="recording", status=status))
+    said(NS(pid=7, state="restored", status=dict(status, original_code=True, why="the window closed", captures=[])))
+    said(NS(pid=8, state="refused", status={"error": "the job has not imported m (yet?): attach when it has"}))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "pid 7: attached (m:Trainer.fit: 1 function(s)); recording the next 2 step(s) from the next call"
+    assert lines[1].startswith("pid 7: note: Trainer.fit is running now and keeps its own code until it returns")
+    assert lines[2:4] == ["pid 7: recording",
+                          "pid 7: nothing recorded; the job's own code is back (the window closed)"]
+    assert lines[4] == "pid 8: passed over: the job has not imported m (yet?): attach when it has" and len(lines) == 5
+    Said()(NS(pid=8, state="refused", status={"error": "the job has not imported m"}))
+    assert capsys.readouterr().err == "pid 8: refused: the job has not imported m; nothing changed\n"

@@ -204,7 +204,9 @@ class Attachment:
         self.swaps, self.runtime = done, runtime
         self.attached_at = time.time()
         ACTIVE[self.recipe] = self
-        self.report("attached")
+        frames = sys._current_frames()  # a call in progress keeps its code: the window opens at the next call
+        running = sorted({s.scope for s in done if hasattr(s, "old") and in_flight((s.old,), frames)})
+        self.report("attached", running=running)
         threading.Thread(target=self.watch, name="patchkit-attach", daemon=True).start()
 
     # -- watching and getting out -----------------------------------------------------------------------

@@ -31,9 +31,33 @@ def _steps_text(captures) -> str:
     return text + (f" (error: {'; '.join(errors)})" if errors else "")
 
 
-def said(a) -> None:
-    """One line for a process whose state changed."""
-    say(printable(process_line(a.pid, a.state, a.status)))
+class Said:
+    """One line for each process whose state changed.  The line that names what was attached is said once, even
+    when the job was recording (or done) before it was looked at; with ``--match``, a process that does not run
+    the recipe's code is said to be passed over, not refused."""
+
+    def __init__(self, match: Optional[str] = None):
+        self.match, self.told = match, set()
+
+    def __call__(self, a) -> None:
+        from patchkit.attach import flow
+
+        if flow.passed_over(a, self.match):
+            return say(printable(f"pid {a.pid}: passed over: {a.status.get('error')}"))
+        if a.state in flow.IN + ("restored",) and a.pid not in self.told and a.status.get("targets"):
+            self.told.add(a.pid)
+            say(printable(process_line(a.pid, "attached", a.status)))
+            for scope in a.status.get("running") or []:
+                say(printable(running_line(a.pid, scope)))
+            if a.state == "attached":
+                return
+        say(printable(process_line(a.pid, a.state, a.status)))
+
+
+def running_line(pid: int, scope: str) -> str:
+    return (f"pid {pid}: note: {scope} is running now and keeps its own code until it returns; the window opens at "
+            "its next call (one that runs for the whole job never opens it: attach at a function called every step, "
+            "`patchkit points` shows them)")
 
 
 def process_line(pid: int, state: str, s) -> str:
@@ -102,6 +126,7 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
     if s.spec.get("version_note"):
         say(f"note: {printable(s.spec['version_note'])}")
     _interrupts_as_keyboard()
+    said = Said(match)
     try:
         flow.run(s, said, timeout, match)
     except KeyboardInterrupt:
@@ -193,7 +218,7 @@ def _finish(s, as_json: bool) -> None:
     s.close()
     note_folders(s)
     if as_json:
-        keep = ("state", "attached_at", "why", "captures", "error", "targets", "original_code", "steps")
+        keep = ("state", "attached_at", "why", "captures", "error", "targets", "original_code", "steps", "running")
         click.echo(json.dumps([dict({k: a.status.get(k) for k in keep}, pid=a.pid, state=a.state) for a in s.attached],
                               indent=2))
 
