@@ -67,10 +67,12 @@ def patchkit(home: Path, *args: str, code: Optional[int] = 0,
 
 
 def command(driver: str, jobs: str, out: Path, ranks: int = 2, updates: int = 1,
-            pause: float = 0.0) -> List[str]:
-    """The command line of a job: ``ranks`` processes under torchrun, or one plain process."""
+            pause: float = 0.0, stop: Optional[Path] = None) -> List[str]:
+    """The command line of a job: ``ranks`` processes under torchrun, or one plain process; with ``stop``, one
+    that runs until that file exists (at most ``updates`` rounds; tests/verl_drive.py)."""
     py = sys.executable
     tail = [str(DRIVERS[driver]), jobs, "--out", str(out), "--updates", str(updates), "--pause", str(pause)]
+    tail += ["--stop", str(stop)] if stop is not None else []
     if ranks == 1:
         return [py, *tail]
     return [py, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(ranks),

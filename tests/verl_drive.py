@@ -3,13 +3,19 @@
 
 Usage::
 
-    python tests/verl_drive.py JOBS --out DIR [--updates N] [--pause SECONDS] [--seed S]
+    python tests/verl_drive.py JOBS --out DIR [--updates N] [--pause SECONDS] [--seed S] [--stop FILE]
     torchrun --nproc_per_node 2 tests/verl_drive.py JOBS --out DIR ...
 
 JOBS is a comma-separated subset of ``actor-update,actor-logprob,critic-update``;
 within each round they always run in that order. The models are built once;
 each of the N rounds (``--updates``, default 1) makes a fresh seeded synthetic
-batch and runs the jobs; ``--pause`` sleeps between rounds.
+batch and runs the jobs; ``--pause`` sleeps between rounds.  With ``--stop
+FILE`` the job runs until FILE exists (``--updates`` is then the most rounds):
+before each round after the first the ranks agree (one gloo all-reduce) whether
+any of them sees FILE, so all stop after the same round, and each rank appends
+one line per round done to ``DIR/progress-rank{R}.jsonl`` (``{"round": N,
+"pid": P}``): a job that runs until it is told to stop, for tests that attach
+to it mid-run.
 
 What runs is verl's own, installed code, imported, never copied:
 
@@ -156,6 +162,7 @@ def _parse_args(argv=None):
     p.add_argument("--updates", type=int, default=1, help="rounds (default 1)")
     p.add_argument("--pause", type=float, default=0.0, help="seconds to sleep between rounds")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", help="run until this file exists (--updates: the most rounds); progress lines per round")
     p.add_argument("--no-fsdp", action="store_true", help="plain modules instead of FSDP1")
     args = p.parse_args(argv)
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
@@ -501,6 +508,16 @@ def _adapt_memory_logger():
 # --------------------------------------------------------------------- main
 
 
+def _stop_agreed(path):
+    """Whether any rank sees ``path``: every rank gets the same answer, so all stop after the same round."""
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1 if os.path.exists(path) else 0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def main(argv=None):
     args = _parse_args(argv)
     _prepare_environment()
@@ -557,9 +574,12 @@ def main(argv=None):
 
     t2 = time.perf_counter()
     rounds = []
+    os.makedirs(args.out, exist_ok=True)
     for rnd in range(args.updates):
         if rnd and args.pause > 0:
             time.sleep(args.pause)
+        if rnd and args.stop and _stop_agreed(args.stop):
+            break
         make = _make_batch(args.seed, rank, rnd)
         out = {}
         if "actor-update" in jobs:
@@ -572,9 +592,11 @@ def main(argv=None):
         if "critic-update" in jobs:
             out["critic-update"] = _plain(critic.update_critic(make(_update_meta())))
         rounds.append(out)
+        if args.stop:
+            with open(os.path.join(args.out, f"progress-rank{rank}.jsonl"), "a") as fh:
+                fh.write(json.dumps({"round": rnd, "pid": os.getpid()}) + "\n")
     t_compute = time.perf_counter() - t2
 
-    os.makedirs(args.out, exist_ok=True)
     result = {"verl": str(verl.__version__), "world": world, "fsdp": use_fsdp, "rounds": rounds}
     path = os.path.join(args.out, f"numbers-rank{rank}.json")
     with open(path + ".tmp", "w") as fh:
@@ -585,7 +607,7 @@ def main(argv=None):
     dist.destroy_process_group()
     if rank == 0:
         print(
-            f"verl-drive: {verl.__version__} world={world} fsdp={use_fsdp} rounds={args.updates} "
+            f"verl-drive: {verl.__version__} world={world} fsdp={use_fsdp} rounds={len(rounds)} "
             f"jobs={','.join(jobs)} import={t_import:.1f}s build={t_build:.1f}s compute={t_compute:.1f}s",
             flush=True,
         )
