@@ -1,0 +1,237 @@
+"""Attach, proven on the real code: a verl 0.7.1 job started without patchkit records exactly the asked micro- or
+mini-batches of ``update_policy``, and trains on as if nobody had looked.
+
+The job is tests/verl_drive.py under ``torchrun`` (2 ranks, gloo, CPU) on the whole verl wheel unzipped into a
+folder of its own (tests/verlenv.py), nothing of patchkit applied: verl's own ``DataParallelPPOActor`` runs
+``update_policy`` round after round (3 mini-batches of 3 micro-batches each) until the test creates its stop
+file.  Once every rank has finished a few rounds, ``patchkit attach`` gets in with the built-in
+``verl-fsdp-update`` recipe and ``--steps 2``: through gdb, into a process whose ``update_policy`` sits behind
+verl's ``GPUMemoryLogger`` (a decorator that keeps the function only in its closure), landing wherever the
+job happens to be (in the middle of an update or between two).  The window is the next call's first two steps
+on each attached rank, so what each span holds is known exactly; the tests check, from the manifests and
+traces (tests/realverl.py):
+
+- each attached rank recorded steps 0-1 and nothing else; an unattached rank recorded nothing; the torchrun
+  launcher, matched by ``--match`` too, was passed over (it never imports verl);
+- each ``ProfilerStep#`` span holds its own step's work: one micro-batch's forward and backward
+  (``granularity=micro``), or a whole mini-batch with its optimizer step (``granularity=mini``), and nothing of
+  the model's work lies outside them;
+- each rank's job got its own code objects back, ran on, stopped when told and exited 0, and its losses and
+  grad norms of every round, the window's and those after, equal those of an unattached run of the same seed;
+- the user's ``patchkit traces`` lists the captures.
+
+Ctrl-C of the attaching command mid-window (``--steps 1000``) closes each rank's window at its next step: the
+steps recorded so far are kept, one micro-batch a span, across two ``update_policy`` calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import attach_helpers
+import realverl
+import verlenv
+from test_real_verl import MICRO, MINI, NOTHING, each_span
+
+pytestmark = pytest.mark.skipif(bool(attach_helpers.gdb_missing() or attach_helpers.ptrace_denied()),
+                                reason=attach_helpers.gdb_missing() or attach_helpers.ptrace_denied() or "")
+
+VERSION = "0.7.1"  # the newest release verl-fsdp-update is proven on
+RECIPE = "verl-fsdp-update"
+MOST = 2000  # rounds at most: the job runs until the test stops it
+PAUSE = 0.1  # seconds between two rounds (one round is about 0.3 s of training here)
+READY = 3  # rounds every rank has finished before the attach: verl imported, update_policy called and returned
+SECONDS = 300  # a guard against a job that hangs, not a measurement
+
+_BASELINE: dict = {}
+
+
+def baseline(rounds: int, factory) -> dict:
+    """Each rank's numbers of the first ``rounds`` rounds of an unattached run of the same seed (one run for the
+    session, longer when a test needs more rounds)."""
+    if len(_BASELINE.get(0, {}).get("rounds", [])) < rounds:
+        base = factory.mktemp("attach-baseline")
+        site = verlenv.install(VERSION, base / "site")
+        realverl.run(realverl.command("dp", "actor-update", base / "out", updates=rounds + 5),
+                     realverl.environ(VERSION, base / "home", site), base)
+        _BASELINE.clear()
+        _BASELINE.update(realverl.numbers(base / "out"))
+    return {rank: dict(numbers, rounds=numbers["rounds"][:rounds]) for rank, numbers in _BASELINE.items()}
+
+
+class RunningJob:
+    """verl's update_policy running round after round under torchrun, started without patchkit."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.out, self.traces, self.stop = tmp, tmp / "out", tmp / "traces", tmp / "stop"
+        self.home, self.user = tmp / "job-home", tmp / "user-home"  # the job's PATCHKIT_HOME, the attaching user's
+        self.site = verlenv.install(VERSION, tmp / "site")
+        argv = realverl.command("dp", "actor-update", self.out, updates=MOST, pause=PAUSE, stop=self.stop)
+        self.log = open(tmp / "job.log", "w")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True,
+                                     env=realverl.environ(VERSION, self.home, self.site))
+
+    def said(self) -> str:
+        """The end of what the job (launcher and ranks) wrote on stdout and stderr."""
+        return (self.tmp / "job.log").read_text()[-6000:]
+
+    def progress(self) -> dict:
+        """rank -> the progress lines of the rounds it finished."""
+        found = {}
+        for rank in (0, 1):
+            path = self.out / ("progress-rank%d.jsonl" % rank)
+            text = path.read_text() if path.exists() else ""
+            found[rank] = [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+        return found
+
+    def pids(self) -> dict:
+        """rank -> the pid of the process running it."""
+        return {rank: lines[0]["pid"] for rank, lines in self.progress().items()}
+
+    def wait_rounds(self, n: int) -> None:
+        """Until every rank has finished ``n`` rounds; a job that ended or hangs fails the test with what it said."""
+        end = time.time() + SECONDS
+        while min(len(lines) for lines in self.progress().values()) < n:
+            assert self.proc.poll() is None, "the job ended (exit %s):\n%s" % (self.proc.returncode, self.said())
+            assert time.time() < end, "the job did not finish %d rounds in %d s:\n%s" % (n, SECONDS, self.said())
+            time.sleep(0.1)
+
+    def attach_args(self, who: list, settings, steps: int) -> list:
+        """``attach WHO RECIPE SETTINGS ... --json`` (``WHO``: a pid, or ``--match TEXT``), into this job's save path."""
+        return ["attach", *who, RECIPE, *settings, "--root", str(self.site), "backend=torch",
+                "profiler.save_path=%s" % self.traces, "--steps", str(steps), "--json"]
+
+    def attach(self, who: list, *settings: str) -> list:
+        """``patchkit attach ... --steps 2`` as the user runs it; what it says of each process."""
+        done = realverl.patchkit(self.user, *self.attach_args(who, settings, 2))
+        return sorted(json.loads(done.stdout), key=lambda s: s["pid"])
+
+    def wait_for(self, ready, attaching: subprocess.Popen) -> None:
+        """Until ``ready()``; the attaching command or the job ending first fails the test with what they said."""
+        end = time.time() + SECONDS
+        while not ready():
+            assert attaching.poll() is None, attaching.communicate()[1][-4000:]
+            assert self.proc.poll() is None and time.time() < end, self.said()
+            time.sleep(0.1)
+
+    def recording(self, pid: int) -> bool:
+        """Whether the attaching user's ``patchkit attach --status PID`` says that rank is recording."""
+        said = realverl.patchkit(self.user, "attach", "--status", str(pid)).stdout
+        return ": %s: recording;" % RECIPE in said
+
+    def finish(self) -> int:
+        """Let every rank run two more rounds with its own code, stop the job; the rounds it ran."""
+        self.wait_rounds(max(len(lines) for lines in self.progress().values()) + 2)
+        self.stop.touch()
+        assert self.proc.wait(timeout=SECONDS) == 0, self.said()
+        assert "verl-drive: %s world=2" % VERSION in self.said()
+        rounds = {len(n["rounds"]) for n in realverl.numbers(self.out).values()}
+        assert len(rounds) == 1, rounds  # every rank stopped after the same round
+        return rounds.pop()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+
+    def captures(self) -> list:
+        """(rank, role, steps recorded) of every capture."""
+        return [(m["rank"], m["role"], m["steps"]) for m in realverl.manifests(self.traces)]
+
+    def work(self) -> dict:
+        return {(m["rank"], m["role"]): realverl.work(self.traces, m) for m in realverl.manifests(self.traces)}
+
+    def listed(self) -> list:
+        """What the attaching user's ``patchkit traces`` (no folder named) lists: (recipe, rank, steps)."""
+        done = realverl.patchkit(self.user, "traces", "--json")
+        return sorted((c["recipe"], c["rank"], c["steps"]["count"]) for c in json.loads(done.stdout)["captures"])
+
+
+@pytest.fixture
+def job(tmp_path):
+    started = RunningJob(tmp_path)
+    yield started
+    started.kill()
+
+
+def recorded_and_restored(status: dict) -> None:
+    """The agent's last word on one rank: steps 0-1 recorded into one trace, the job's own code back."""
+    assert status["state"] == "restored" and status["why"] == "the window closed", status
+    assert status["original_code"] is True, status
+    (capture,) = status["captures"]
+    assert capture["recorded"] == [[0, 1]] and len(capture["traces"]) == 1, capture
+
+
+def test_match_attaches_both_ranks_and_each_records_its_next_two_micro_batches(job, tmp_path_factory):
+    job.wait_rounds(READY)
+    pids = job.pids()
+    statuses = job.attach(["--match", str(job.out)], "granularity=micro")
+    by_pid = {s["pid"]: s for s in statuses}
+    assert set(by_pid) == {job.proc.pid, pids[0], pids[1]}, statuses  # the launcher's command line holds it too
+    launcher = by_pid.pop(job.proc.pid)
+    assert launcher["state"] == "refused" and "has not imported verl.workers.actor.dp_actor" in launcher["error"]
+    for status in by_pid.values():
+        assert status["targets"] == ["verl.workers.actor.dp_actor:DataParallelPPOActor.update_policy"], status
+        recorded_and_restored(status)
+    rounds = job.finish()
+    assert job.captures() == [(0, "", [0, 1]), (1, "", [0, 1])]
+    # the window opens at the first update_policy call after the swap: its 1st and 2nd micro-batch, each span one
+    # micro-batch's forward and backward; the optimizer runs after the 3rd, outside the window
+    assert job.work() == each_span(job.work(), [0, 1], MICRO)
+    assert realverl.numbers(job.out) == baseline(rounds, tmp_path_factory)
+    assert job.listed() == [(RECIPE, 0, 2), (RECIPE, 1, 2)]
+
+
+def test_one_rank_attached_by_pid_records_two_whole_mini_batches_and_the_other_rank_nothing(job, tmp_path_factory):
+    job.wait_rounds(READY)
+    pids = job.pids()
+    (status,) = job.attach([str(pids[1])], "granularity=mini")
+    assert status["pid"] == pids[1]
+    recorded_and_restored(status)
+    rounds = job.finish()
+    assert job.captures() == [(1, "", [0, 1])]  # rank 0 was never attached: it recorded nothing
+    assert job.work() == each_span(job.work(), [0, 1], MINI)  # each span: 3 micro-batches and the optimizer step
+    assert realverl.numbers(job.out) == baseline(rounds, tmp_path_factory)
+    assert job.listed() == [(RECIPE, 1, 2)]
+
+
+def test_ctrl_c_mid_window_keeps_the_micro_batches_recorded_so_far_and_the_job_trains_on(job, tmp_path_factory):
+    job.wait_rounds(READY)
+    pids = job.pids()
+    argv = [sys.executable, "-m", "patchkit", *job.attach_args(["--match", str(job.out)], ["granularity=micro"], 1000)]
+    attaching = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, PATCHKIT_HOME=str(job.user)))
+    try:
+        job.wait_for(lambda: all(job.recording(pid) for pid in pids.values()), attaching)
+        # the round in progress done on every rank: a whole update_policy call (steps 0-8) recorded, and the
+        # window closes at a step of a later call
+        job.wait_rounds(max(len(lines) for lines in job.progress().values()) + 1)
+        attaching.send_signal(signal.SIGINT)
+        out, err = attaching.communicate(timeout=SECONDS)
+    finally:
+        if attaching.poll() is None:
+            attaching.kill()
+            attaching.communicate()
+    assert attaching.returncode == 130 and "interrupted: putting the job's own code back" in err, err
+    by_pid = {s["pid"]: s for s in json.loads(out) if s["pid"] in pids.values()}
+    for status in by_pid.values():
+        assert status["state"] == "restored" and status["why"] == "detached" and status["original_code"], status
+    rounds = job.finish()
+    assert sorted(by_pid) == sorted(pids.values())
+    for (rank, _, steps), held in zip(job.captures(), job.work().values()):
+        (first, last), = by_pid[pids[rank]]["captures"][0]["recorded"]
+        assert steps == list(range(first, last + 1)) and first == 0 and 9 <= last < 999, steps
+        # each span one micro-batch; verl's optimizer step runs after every 3rd one, so in the span of the next
+        want = {"ProfilerStep#%d" % s: dict(MICRO, optimizer=int(s > 0 and s % 3 == 0)) for s in steps}
+        assert held == dict(want, outside=NOTHING), held
+    assert [rank for rank, _, _ in job.captures()] == [0, 1]
+    assert realverl.numbers(job.out) == baseline(rounds, tmp_path_factory)
