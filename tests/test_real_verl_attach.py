@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -96,13 +97,21 @@ class RunningJob:
         """rank -> the pid of the process running it."""
         return {rank: lines[0]["pid"] for rank, lines in self.progress().items()}
 
-    def wait_rounds(self, n: int) -> None:
-        """Until every rank has finished ``n`` rounds; a job that ended or hangs fails the test with what it said."""
+    def wait(self, ready, what: str, attaching: Optional[subprocess.Popen] = None) -> None:
+        """Until ``ready()``; the job or the attaching command ending first, or a hang (nothing after SECONDS: a
+        guard, not a measurement), fails the test with what they said."""
         end = time.time() + SECONDS
-        while min(len(lines) for lines in self.progress().values()) < n:
-            assert self.proc.poll() is None, "the job ended (exit %s):\n%s" % (self.proc.returncode, self.said())
-            assert time.time() < end, "the job did not finish %d rounds in %d s:\n%s" % (n, SECONDS, self.said())
+        while not ready():
+            if attaching is not None and attaching.poll() is not None:
+                pytest.fail("%s: the attaching command ended first:\n%s" % (what, attaching.communicate()[1][-4000:]))
+            if self.proc.poll() is not None or time.time() > end:
+                pytest.fail("%s: not after %d s (the job's exit: %s):\n%s" % (what, SECONDS, self.proc.poll(),
+                                                                               self.said()))
             time.sleep(0.1)
+
+    def wait_rounds(self, n: int) -> None:
+        """Until every rank has finished ``n`` rounds."""
+        self.wait(lambda: min(len(lines) for lines in self.progress().values()) >= n, "%d rounds on each rank" % n)
 
     def attach_args(self, who: list, settings, steps: int) -> list:
         """``attach WHO RECIPE SETTINGS ... --json`` (``WHO``: a pid, or ``--match TEXT``), into this job's save path."""
@@ -113,14 +122,6 @@ class RunningJob:
         """``patchkit attach ... --steps 2`` as the user runs it; what it says of each process."""
         done = realverl.patchkit(self.user, *self.attach_args(who, settings, 2))
         return sorted(json.loads(done.stdout), key=lambda s: s["pid"])
-
-    def wait_for(self, ready, attaching: subprocess.Popen) -> None:
-        """Until ``ready()``; the attaching command or the job ending first fails the test with what they said."""
-        end = time.time() + SECONDS
-        while not ready():
-            assert attaching.poll() is None, attaching.communicate()[1][-4000:]
-            assert self.proc.poll() is None and time.time() < end, self.said()
-            time.sleep(0.1)
 
     def recording(self, pid: int) -> bool:
         """Whether the attaching user's ``patchkit attach --status PID`` says that rank is recording."""
@@ -211,7 +212,7 @@ def test_ctrl_c_mid_window_keeps_the_micro_batches_recorded_so_far_and_the_job_t
     attaching = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=dict(os.environ, PATCHKIT_HOME=str(job.user)))
     try:
-        job.wait_for(lambda: all(job.recording(pid) for pid in pids.values()), attaching)
+        job.wait(lambda: all(job.recording(pid) for pid in pids.values()), "both ranks recording", attaching)
         # the round in progress done on every rank: a whole update_policy call (steps 0-8) recorded, and the
         # window closes at a step of a later call
         job.wait_rounds(max(len(lines) for lines in job.progress().values()) + 1)
