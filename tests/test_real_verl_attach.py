@@ -114,14 +114,14 @@ class RunningJob:
         self.wait(lambda: min(len(lines) for lines in self.progress().values()) >= n, "%d rounds on each rank" % n)
 
     def attach_args(self, who: list, settings, steps: int) -> list:
-        """``attach WHO RECIPE SETTINGS ... --json`` (``WHO``: a pid, or ``--match TEXT``), into this job's save path."""
+        """``attach WHO RECIPE SETTINGS ... --json`` (``WHO``: a pid, or ``--match TEXT``), into this save path."""
         return ["attach", *who, RECIPE, *settings, "--root", str(self.site), "backend=torch",
                 "profiler.save_path=%s" % self.traces, "--steps", str(steps), "--json"]
 
-    def attach(self, who: list, *settings: str) -> list:
-        """``patchkit attach ... --steps 2`` as the user runs it; what it says of each process."""
+    def attach(self, who: list, *settings: str):
+        """``patchkit attach ... --steps 2`` as the user runs it: what it says of each process, and on stderr."""
         done = realverl.patchkit(self.user, *self.attach_args(who, settings, 2))
-        return sorted(json.loads(done.stdout), key=lambda s: s["pid"])
+        return sorted(json.loads(done.stdout), key=lambda s: s["pid"]), done.stderr
 
     def recording(self, pid: int) -> bool:
         """Whether the attaching user's ``patchkit attach --status PID`` says that rank is recording."""
@@ -175,11 +175,12 @@ def recorded_and_restored(status: dict) -> None:
 def test_match_attaches_both_ranks_and_each_records_its_next_two_micro_batches(job, tmp_path_factory):
     job.wait_rounds(READY)
     pids = job.pids()
-    statuses = job.attach(["--match", str(job.out)], "granularity=micro")
+    statuses, said = job.attach(["--match", str(job.out)], "granularity=micro")
     by_pid = {s["pid"]: s for s in statuses}
     assert set(by_pid) == {job.proc.pid, pids[0], pids[1]}, statuses  # the launcher's command line holds it too
     launcher = by_pid.pop(job.proc.pid)
     assert launcher["state"] == "refused" and "has not imported verl.workers.actor.dp_actor" in launcher["error"]
+    assert "pid %d: passed over: the job has not imported verl.workers.actor.dp_actor" % job.proc.pid in said, said
     for status in by_pid.values():
         assert status["targets"] == ["verl.workers.actor.dp_actor:DataParallelPPOActor.update_policy"], status
         recorded_and_restored(status)
@@ -195,7 +196,7 @@ def test_match_attaches_both_ranks_and_each_records_its_next_two_micro_batches(j
 def test_one_rank_attached_by_pid_records_two_whole_mini_batches_and_the_other_rank_nothing(job, tmp_path_factory):
     job.wait_rounds(READY)
     pids = job.pids()
-    (status,) = job.attach([str(pids[1])], "granularity=mini")
+    (status,), _ = job.attach([str(pids[1])], "granularity=mini")
     assert status["pid"] == pids[1]
     recorded_and_restored(status)
     rounds = job.finish()
@@ -208,7 +209,8 @@ def test_one_rank_attached_by_pid_records_two_whole_mini_batches_and_the_other_r
 def test_ctrl_c_mid_window_keeps_the_micro_batches_recorded_so_far_and_the_job_trains_on(job, tmp_path_factory):
     job.wait_rounds(READY)
     pids = job.pids()
-    argv = [sys.executable, "-m", "patchkit", *job.attach_args(["--match", str(job.out)], ["granularity=micro"], 1000)]
+    who = ["--match", str(job.out)]
+    argv = [sys.executable, "-m", "patchkit", *job.attach_args(who, ["granularity=micro"], 1000)]
     attaching = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=dict(os.environ, PATCHKIT_HOME=str(job.user)))
     try:
