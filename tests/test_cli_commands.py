@@ -387,8 +387,9 @@ def test_apply_to_a_training_package_gives_no_such_warning(tree):
 
 
 def test_every_command_is_declared_beside_what_it_says_and_attached_one_way():
-    """Each cli module declares its commands; commands.py attaches every one of them through COMMANDS and
-    declares none itself; --ray is always the one decorator's (no command reads the address itself)."""
+    """Each cli module declares its commands; commands.py names every one of them in COMMANDS (module:attribute,
+    loaded when asked for) and declares none itself; --ray is always the one decorator's (no command reads the
+    address itself)."""
     import ast
     import importlib
     from pathlib import Path
@@ -406,14 +407,62 @@ def test_every_command_is_declared_beside_what_it_says_and_attached_one_way():
         text = path.read_text(encoding="utf-8")
         calls = {n.func.attr for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call)
                  and isinstance(n.func, ast.Attribute)}
-        if path.name != "commands.py":
-            assert "add_command" not in calls, f"{path.name} attaches a command itself"
+        assert "add_command" not in calls, f"{path.name} attaches a command itself"
         if path.name != "options.py":
             assert "ray_address" not in text, f"{path.name} reads --ray itself instead of through ray_option"
-    assert set(commands.COMMANDS) == set(declared.values()) and main.commands == declared
-    assert not [v for v in vars(commands).values() if isinstance(v, click.Command) and v is not main
-                and v not in commands.COMMANDS]
-    ray = {name: [p for p in command.params if "--ray" in p.opts] for name, command in main.commands.items()}
+    every = commands.every_command()
+    assert set(commands.COMMANDS) == set(declared) and every == declared
+    for name, (where, _summary) in commands.COMMANDS.items():
+        module, _, attribute = where.partition(":")
+        assert getattr(importlib.import_module(module), attribute) is declared[name]
+    assert not [v for v in vars(commands).values() if isinstance(v, click.Command) and v is not main]
+    ray = {name: [p for p in command.params if "--ray" in p.opts] for name, command in every.items()}
     assert {name for name, found in ray.items() if found} == {"diff", "apply", "revert", "status", "traces",
                                                              "collect", "capture", "attach"}
     assert {(p.metavar, p.name) for found in ray.values() for p in found} == {("ADDRESS", "ray_address")}
+
+
+@pytest.mark.parametrize("limit", [20, 45, 74, 200])
+def test_the_line_help_lists_a_command_with_is_the_command_s_own(limit):
+    """`patchkit --help` shortens COMMANDS' summary, not the command's help (its module is not imported): the
+    two say the same at any width."""
+    import click
+
+    from patchkit.cli import commands
+
+    for name, command in commands.every_command().items():
+        summary = click.Command(name, help=commands.COMMANDS[name][1])
+        assert summary.get_short_help_str(limit) == command.get_short_help_str(limit), name
+        assert " ".join(command.help.split("\n\n")[0].split()) == commands.COMMANDS[name][1], name
+
+
+@pytest.mark.parametrize("width", [50, 80, 160])
+def test_help_lists_every_command_as_if_each_were_loaded(width):
+    import click
+
+    from patchkit.cli import commands
+
+    eager = click.Group("main", commands=commands.every_command(), params=main.params, help=main.help,
+                        context_settings=main.context_settings)
+    lazy, loaded = (CliRunner().invoke(group, ["--help"], terminal_width=width, max_content_width=width).output
+                    for group in (main, eager))
+    assert lazy == loaded and all(f"  {name} " in lazy for name in commands.COMMANDS)
+
+
+def test_help_and_a_command_import_only_the_modules_of_that_command():
+    """`patchkit --help` imports no command's module; `patchkit status` and `validate` import the one declaring
+    it (nothing for analysis, attach, authoring, capture or run)."""
+    from patchkit.cli.commands import COMMANDS
+
+    declaring = sorted({where.partition(":")[0] for where, _summary in COMMANDS.values()})
+    code = ("import sys; sys.argv = ['patchkit'] + sys.argv[1:]; import patchkit.cli.commands as c\n"
+            "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(set({declaring!r}) & set(sys.modules)), file=sys.stderr)")
+
+    def loaded(*args):
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+        return out.stderr.splitlines()[-1]
+
+    assert len(declaring) > 5 and loaded("--help") == "[]"
+    assert loaded("status", "--help") == "['patchkit.cli.patch']"
+    assert loaded("validate", "--help") == loaded("show", "--help") == "['patchkit.cli.recipes']"

@@ -112,15 +112,16 @@ def _named(sentence: str) -> set:
 
 def test_the_commands_the_docs_say_take_root_are_those_whose_options_have_it():
     """usage.md names which commands take --root and which do not; click's own option lists say the same."""
-    from patchkit.cli.commands import main
+    from patchkit.cli.commands import every_command
 
-    takes = {name for name, command in main.commands.items() if any("--root" in p.opts for p in command.params)}
+    commands = every_command()
+    takes = {name for name, command in commands.items() if any("--root" in p.opts for p in command.params)}
     text = " ".join((REPO / "docs" / "usage.md").read_text(encoding="utf-8").split())
     said = re.search(r"The commands that find a package take `--root`: (.*?)\. The others have no package to "
                      r"find: (.*?)\.\s", text)
     assert said, "docs/usage.md lost the sentence naming the commands that take --root"
     assert _named(said.group(1)) == takes
-    assert _named(said.group(2)) == set(main.commands) - takes
+    assert _named(said.group(2)) == set(commands) - takes
 
 
 def test_own_recipes_names_the_profiler_keys_and_the_range_new_writes(tmp_path):

@@ -11,8 +11,10 @@ walking it, :data:`PLUGINS`, says so once instead).
 
 ``patchkit/__init__.py`` names the public API; its names load their module on
 first use, so ``from . import NAME``, and ``patchkit.NAME`` in a module that
-imports ``patchkit``, count as importing that module.  Imports by computed
-name (``importlib.import_module(variable)``) are not seen.
+imports ``patchkit``, count as importing that module, as does a string
+``"patchkit.MODULE:ATTRIBUTE"`` (a command the command line loads when it is
+asked for).  Imports by computed name (``importlib.import_module(variable)``)
+are not seen.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ PACKAGE = Path(patchkit.__file__).resolve().parent
 # found there.  Adding such a module touches nothing else.
 PLUGINS = {"patchkit.recipe.kinds": "test_point_kinds",  # a kind of point each (docs/contributing.md)
            "patchkit.runtime.backends": "test_backends"}  # a backend each: tests/test_backends.py runs every one found
+
+
+# A module named with one of its attributes, as the command line's table of commands names each one it loads later.
+LAZY = re.compile(r"patchkit(\.\w+)+:\w+")
 
 
 def plugin_folder(name: str) -> str:
@@ -79,6 +85,8 @@ def imports(name: str, path: Path, known: Dict[str, Path]) -> Set[str]:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "patchkit" \
                 and node.attr in patchkit._EXPORTS:  # `import patchkit` ... `patchkit.apply_recipe(...)`
             targets = [f"patchkit.{patchkit._EXPORTS[node.attr]}"]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and LAZY.fullmatch(node.value):
+            targets = [node.value.partition(":")[0]]  # "patchkit.cli.patch:status", imported when asked for
         else:
             continue
         for target in targets:
@@ -135,11 +143,14 @@ def test_the_walk_sees_lazy_imports_and_names_of_the_package(tmp_path):
     edges = graph()
     assert "patchkit.engine.codemod" in edges["patchkit.state.planning"]  # imported inside a function only
     assert "patchkit.cluster.gather" in edges["patchkit.cli.traces"]  # the same
+    assert "patchkit.cli.analysis" in edges["patchkit.cli.commands"]  # named "module:attribute", loaded when asked
     assert edges["patchkit"] == set()  # the package imports nothing until a name is used
     probe = tmp_path / "probe.py"
     probe.write_text("from . import DISTRIBUTION\n\ndef later():\n    from . import plan, _api\n\n"
-                     "def called():\n    import patchkit\n    return patchkit.apply_recipe, patchkit.__version__\n")
-    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit._api"}
+                     "def called():\n    import patchkit\n    return patchkit.apply_recipe, patchkit.__version__\n\n"
+                     "TABLE = {'status': ('patchkit.cli.patch:status', 'what is applied'), 'x': 'patchkit: no'}\n")
+    assert imports("patchkit.probe", probe, modules()) == {"patchkit", "patchkit.state.planning", "patchkit._api",
+                                                           "patchkit.cli.patch"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert cycles({"a": {"b"}, "b": set()}) == []
     kinds = "patchkit.recipe.kinds"  # found by walking: the package imports its kinds by computed name only

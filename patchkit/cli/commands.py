@@ -2,26 +2,74 @@
 
 Each command is declared in the module that says what it did, and calls the API, then prints; this module
 holds the group (errors turned into ``path:line:col`` messages and exit statuses, ``--debug``, ``--version``)
-and attaches every command, in :data:`COMMANDS`, one way.  Diffs go to stdout, messages to stderr.
+and names every command, in :data:`COMMANDS`, one way: its name, where it is declared and the line
+``patchkit --help`` lists it with.  A command's module is imported only when that command runs or its help is
+shown, so ``patchkit status`` loads no analysis and ``patchkit --help`` no command at all.  Diffs go to stdout,
+messages to stderr.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 from pathlib import Path
+from typing import Dict, List, Optional
 
 import click
 
 from patchkit import DISTRIBUTION, __version__
-from patchkit.cli import analysis, attach, authoring, capture, demo, patch, recipes, run, traces
 from patchkit.core.errors import PatchkitError
 from patchkit.core.printable import printable
 
 _HERE = str(Path(__file__).resolve().parent)
 
+# Every command: its name, the module:attribute that declares it, and the first paragraph of its help, which
+# `patchkit --help` shortens to one line without importing the module (tests/test_cli_commands.py holds it to
+# the command's own help).
+COMMANDS: Dict[str, tuple] = {
+    "list": ("patchkit.cli.recipes:list_recipes", "The built-in recipes: id, package, versions."),
+    "show": ("patchkit.cli.recipes:show",
+             "The resolved recipe, the file it would patch here, and the code it inserts."),
+    "diff": ("patchkit.cli.patch:diff", "Unified diff of what apply would change; writes nothing to the targets."),
+    "apply": ("patchkit.cli.patch:apply", "Patch the target files, back them up and record it."),
+    "revert": ("patchkit.cli.patch:revert", "Restore the original files."),
+    "status": ("patchkit.cli.patch:status", "What is applied where, and whether anything drifted since."),
+    "validate": ("patchkit.cli.recipes:validate", "Check recipe files; print each problem as file:line:col."),
+    "test": ("patchkit.cli.recipes:test", "Run recipes' own examples (all built-in recipes by default)."),
+    "run": ("patchkit.cli.run:run",
+            "Run COMMAND with the recipe applied in memory (children too): no file changes, nothing to revert."),
+    "capture": ("patchkit.cli.capture:capture", "Ask a running job (applied with schedule.trigger=manual) to record "
+                "its next STEPS steps, and wait for the traces."),
+    "demo": ("patchkit.cli.demo:demo",
+             "The whole loop on a bundled verl-shaped sample, on CPU: diff, apply, run, revert."),
+    "traces": ("patchkit.cli.traces:traces",
+               "The captures under DIR: recipe, rank, role, steps, size, node, path; newest first."),
+    "collect": ("patchkit.cli.traces:collect",
+                "Copy every capture into DEST, one folder per recipe, laid out for the analysis tools."),
+    "analyse": ("patchkit.cli.analysis:analyse_cmd", "Parse torch_npu captures taken with analysis off, then run "
+                "msprof-analyze's cluster analysis."),
+    "summary": ("patchkit.cli.analysis:summary_cmd", "Per rank: the recorded steps, their durations, the top "
+                "operators by self time; and the slowest rank."),
+    "compare": ("patchkit.cli.analysis:compare_cmd", "Two captures, or two folders of them, side by side: step time "
+                "and top operators, with B - A."),
+    "points": ("patchkit.cli.authoring:points_cmd", "The function TARGET names, as an outline: its loops, calls, "
+               "blocks and returns, each line numbered as in the file and followed by the recipe point that puts "
+               "a line there."),
+    "new": ("patchkit.cli.authoring:new_cmd", "Write the recipe ID.yaml for the points asked: target package, file "
+            "and version range from where TARGET lives, the schedule and profiler keys with their defaults, and a "
+            "before/after example made from the real function, so that `patchkit test ./ID.yaml` passes and "
+            "`patchkit apply ./ID.yaml` works as written."),
+    "attach": ("patchkit.cli.attach:attach_cmd", "Record the next STEPS steps of a running Python job started "
+               "without patchkit, then leave it as it was."),
+    "detach": ("patchkit.cli.attach:detach_cmd", "Put back the job's own code where `patchkit attach` swapped it "
+               "(a window in progress is kept)."),
+}
+
 
 class _Group(click.Group):
-    """Turns a PatchkitError into `path:line:col: message` + a hint, exit 1, no traceback.
+    """The group of :data:`COMMANDS`, each loaded from its module when it is asked for (click's lazy group).
+
+    It turns a PatchkitError into `path:line:col: message` + a hint, exit 1, no traceback.
 
     A command runs with the cyclic garbage collector paused: it lives for
     milliseconds and leaves little cyclic garbage, but the syntax trees it
@@ -29,6 +77,30 @@ class _Group(click.Group):
     free nothing: 8% of a `patchkit diff` on SGLang's model_runner.py.
     (Training, in `patchkit demo`, runs in a process of its own.)
     """
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return self.commands.get(cmd_name)
+        module, _, attribute = COMMANDS[cmd_name][0].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command) or command.name != cmd_name:
+            raise TypeError(f"{COMMANDS[cmd_name][0]} is not the click command {cmd_name!r}")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's list of commands, each line made from :data:`COMMANDS` where the command is not loaded."""
+        from gettext import gettext as _
+
+        listed = [(name, self.commands[name] if name in self.commands else click.Command(name, help=COMMANDS[name][1]))
+                  for name in self.list_commands(ctx)]
+        listed = [(name, command) for name, command in listed if not command.hidden]
+        if listed:
+            limit = formatter.width - 6 - max(len(name) for name, _command in listed)
+            with formatter.section(_("Commands")):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in listed])
 
     def invoke(self, ctx: click.Context):
         collecting = gc.isenabled()
@@ -67,13 +139,11 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-# Every command, each from the module that says what it did (`patchkit --help` lists them by name).
-COMMANDS = (recipes.list_recipes, recipes.show, patch.diff, patch.apply, patch.revert, patch.status, recipes.validate,
-            recipes.test, run.run, capture.capture, demo.demo, traces.traces, traces.collect, analysis.analyse_cmd,
-            analysis.summary_cmd, analysis.compare_cmd, authoring.points_cmd, authoring.new_cmd, attach.attach_cmd,
-            attach.detach_cmd)
-for _command in COMMANDS:
-    main.add_command(_command)
+def every_command() -> Dict[str, click.Command]:
+    """Every command of the group by name, each module imported (the docs and tests read their options)."""
+    ctx = click.Context(main)
+    return {name: main.get_command(ctx, name) for name in main.list_commands(ctx)}
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()
