@@ -30,7 +30,7 @@ end        the function (the end of its body)          none
 ========== =========================================== =============
 
 A kind's module imports nothing but this module: no libcst and nothing of the
-engine, so recipe validation, the schema and ``patchkit show`` read every kind
+engine, so recipe validation, the schema and ``patchkit show`` read the kinds
 without loading the codemod.  Its ``find`` and refusals get the engine's scan
 (:class:`patchkit.engine.points.scan.Scan`) as an argument and build sites
 with its methods (``scan.before``, ``scan.after``, ``scan.body_start``,

@@ -57,7 +57,7 @@ def points(r: Reader, options: Tuple[m.Option, ...]) -> Tuple[m.Point, ...]:
             if not is_identifier(name):
                 raise r.fail(here + (key,), f"{key} {name!r} is not a Python name", f"write the {key} name as it is in the source")
         cls, method = _scope(r, here, p)
-        at = r.word(here + ("at",), tuple(KINDS))
+        at = r.word(here + ("at",), KINDS)  # a kind named imports only its module; a wrong name lists them all
         kind = KINDS[at]
         action = r.word(here + ("action",), v.ACTIONS) if "action" in p else v.DEFAULT_ACTION
         if action not in kind.actions:

@@ -9,7 +9,10 @@ defines, as LibCST's codemod command finder walks its package, and checks
 the declaration (:func:`patchkit.recipe.pointkind.problems`).  Recipe
 validation, the JSON schema, ``patchkit show``, the engine's finder, the
 outline of ``patchkit points``, the docs and tests/test_point_kinds.py read
-:data:`KINDS`.
+:data:`KINDS`, which imports a kind's module when that kind is first asked
+for: ``validate`` and ``show`` load the kinds their recipe's points name, and
+whatever goes through every kind (the schema, the outline, a message listing
+them) loads them all.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from typing import Dict, List
+from collections.abc import MutableMapping
+from typing import Dict, Iterable, Iterator, List, Optional
 
 from patchkit.core.model import Point
 from patchkit.core.vocabulary import DEFAULT_ACTION
@@ -50,14 +54,64 @@ def _order(kind: PointKind):
     return list(PLACES).index(kind.place), DEFAULT_ACTION not in kind.actions, kind.name
 
 
+def _walk() -> List[str]:
+    """The names of this folder's kind modules, none imported."""
+    return [info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
+
+
 def found() -> Dict[str, PointKind]:
     """Every kind of this folder, by name, in :func:`_order`."""
-    kinds = [_kind_of(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)
-             if not info.name.startswith("_")]
+    kinds = [_kind_of(f"{__name__}.{name}") for name in _walk()]
     return {kind.name: kind for kind in sorted(kinds, key=_order)}
 
 
-KINDS: Dict[str, PointKind] = found()
+class _Kinds(MutableMapping):
+    """The kinds by name, as :func:`found` gives them, each module imported when its kind is first asked for.
+
+    ``name in KINDS`` imports nothing and ``KINDS[name]`` imports that one kind; going through them (``list``,
+    ``values()``) imports every one, for :func:`_order`.  A kind put in by code (a test's) comes after the
+    folder's, as in a dict.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._found: Dict[str, Optional[PointKind]] = dict.fromkeys(names)  # None until its module is imported
+        self._put: Dict[str, PointKind] = {}
+
+    def __getitem__(self, name: str) -> PointKind:
+        if name in self._put:
+            return self._put[name]
+        kind = self._found[name]
+        if kind is None:
+            kind = self._found[name] = _kind_of(f"{__name__}.{name}")
+        return kind
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._found or name in self._put
+
+    def __iter__(self) -> Iterator[str]:
+        ordered = sorted(self._found, key=lambda name: _order(self[name]))
+        return iter([*ordered, *self._put])
+
+    def __len__(self) -> int:
+        return len(self._found) + len(self._put)
+
+    def __setitem__(self, name: str, kind: PointKind) -> None:
+        if name in self._found:
+            self._found[name] = kind
+        else:
+            self._put[name] = kind
+
+    def __delitem__(self, name: str) -> None:
+        if name in self._put:
+            del self._put[name]
+        else:
+            del self._found[name]
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+KINDS: MutableMapping[str, PointKind] = _Kinds(_walk())
 
 
 def at_place(place: str) -> List[PointKind]:
