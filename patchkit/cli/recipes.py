@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from functools import partial
@@ -22,6 +21,8 @@ say = partial(click.echo, err=True)
 def list_recipes(as_json: bool) -> None:
     """The built-in recipes: id, package, versions."""
     if as_json:
+        import json
+
         import patchkit
 
         click.echo(json.dumps([_recipe_json(s) for s in patchkit.all_recipes()], indent=2))

@@ -11,12 +11,10 @@ modification times: a later command reads that instead of parsing YAML.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
 
-from patchkit.core import private
 from patchkit.core.errors import LedgerError
 
 CACHE_LIMIT = 4 * 1024 * 1024  # bytes; the cache of the built-in recipes is a few kB
@@ -32,6 +30,10 @@ class Entry(NamedTuple):
 
 
 def entries() -> List[Entry]:
+    import json  # here and in _kept, not at the top: a recipe read in full (validate, show) needs only builtin_ids
+
+    from patchkit.core import private
+
     paths = sorted(builtin_dir().glob("*.yaml"))
     key = [[p.name, *_stamp(p)] for p in paths]
     cache = _cache_path()
@@ -49,6 +51,10 @@ def entries() -> List[Entry]:
 
 def _kept(cache: Path, key: list) -> Optional[List[Entry]]:
     """The cached entries when the cache is private (see :mod:`patchkit.core.private`) and of these recipe files."""
+    import json
+
+    from patchkit.core import private
+
     try:
         folder = private.open_state(base=str(cache.parent))
         if folder is None:
