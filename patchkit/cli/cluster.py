@@ -8,9 +8,7 @@ layer is imported when a command runs with ``--ray``, not when the command line 
 
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
 import click
@@ -52,6 +50,9 @@ def apply(address: str, recipe: str, overrides: Sequence[str], root: Optional[st
     with bar() as progress:
         results = cluster.apply(address, recipe, overrides, backend, root, *versions, progress=progress)
     if as_json:
+        import json
+        from dataclasses import asdict
+
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     for r in results:
         click.echo(_line(r), err=as_json)
@@ -132,6 +133,8 @@ def status(address: str, as_json: bool, root: Optional[str] = None) -> None:
     with bar(enabled=not as_json) as progress:
         results = cluster.status(address, root, progress=progress)
     if as_json:
+        import json
+
         click.echo(json.dumps({"nodes": [{"node_id": r.node_id, "ip": r.ip, "ok": r.ok, "home": r.home,
                                           "state": str(r.state), "message": r.message, "files": r.files}
                                          for r in results]}, indent=2))

@@ -89,7 +89,7 @@ def _stamp(path: Path) -> Tuple[int, int]:
 
 
 def _cache_path() -> Path:
-    from patchkit.core.manifest import home  # standard library only
+    from patchkit.core.private import home  # not through patchkit.core.manifest, which imports socket for the job
 
     return Path(home()) / "catalogue.json"
 

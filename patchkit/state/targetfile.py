@@ -19,7 +19,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator, Optional
@@ -241,6 +240,8 @@ def atomic_write(path: Path, data: bytes, mode: Optional[int] = None) -> None:
         st = None
     if mode is None:
         mode = st.st_mode & 0o7777 if st else 0o644
+    import tempfile  # here: status and diff, which only read, need none of its random names
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".patchkit-tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "wb") as handle:
