@@ -19,7 +19,6 @@ import click
 
 from patchkit import DISTRIBUTION, __version__
 from patchkit.core.errors import PatchkitError
-from patchkit.core.printable import printable
 
 _HERE = str(Path(__file__).resolve().parent)
 
@@ -110,6 +109,7 @@ class _Group(click.Group):
         except PatchkitError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            from patchkit.core.printable import printable  # only here: a command that succeeds needs none
             for warning in exc.warnings:
                 click.echo(f"warning: {printable(warning)}", err=True)
             click.echo(f"error: {exc.render()}", err=True)

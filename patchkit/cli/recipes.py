@@ -170,7 +170,6 @@ def _patches(s, root: Optional[str], strict: Optional[bool] = None) -> str:
 def validate(files: Sequence[str]) -> None:
     """Check recipe files; print each problem as file:line:col."""
     import patchkit
-    from patchkit.core.printable import printable
 
     bad = 0
     for name in files:
@@ -181,6 +180,8 @@ def validate(files: Sequence[str]) -> None:
             say(f"error: {exc.render()}")
         else:
             for warning in settings.recipe.warnings:
+                from patchkit.core.printable import printable
+
                 say(f"warning: {printable(warning)}")
             say(f"ok: {name}")
     say(f"{len(files) - bad} valid, {bad} invalid")

@@ -10,10 +10,8 @@ import os
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.state import gitrepo
 from patchkit import DISTRIBUTION
 from patchkit.core.errors import AnchorError, Location, PatchkitError, TargetError
-from patchkit.engine.marks import decode, foreign_line
 from patchkit.core.model import Applied, CannotApply, Point, Settings, TransformResult
 from patchkit.state.targets import Installed, locate
 from patchkit.state.versioncheck import check_version
@@ -104,6 +102,8 @@ def skipped_note(refusal: str) -> str:
 
 
 def _planned(settings: Settings, installed: Installed, skipped: str) -> Plan:
+    from patchkit.state import gitrepo  # here and below, not at the top: show names the files and reads none
+
     seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
     chosen = _chosen(settings, installed, seen)
     result = Plan(settings, installed, [], skipped)
@@ -202,6 +202,7 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
                           "only files inside the folder it was given", Location(str(link)),
                           f"if that file is the one to patch, pass the folder that holds its package as the root "
                           f"(--root {_root_of(path, relpath)}); otherwise remove the link")
+    from patchkit.engine.marks import decode
     from patchkit.state.targetfile import read_target
 
     try:
@@ -231,6 +232,8 @@ def _check_no_foreign_marks(text: str, path: Path) -> None:
     with every marked line taken out.  A line of the user's own with the marker
     would be lost from the file and from the original revert gives back.
     """
+    from patchkit.engine.marks import foreign_line
+
     found = foreign_line(text)
     if found is not None:
         line, col, rid = found

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from patchkit.core.errors import Location, TargetError
-from patchkit.state.gitrepo import work_tree
 from patchkit.core.model import Target
 
 
@@ -130,6 +129,7 @@ def _read_version(base: Path, package_dir: Path, target: Target, environment: bo
     if version is not None:
         return Installed(base, package_dir, version, f"{dist} metadata in {base}")
     from patchkit.state import treeversion
+    from patchkit.state.gitrepo import work_tree  # not for a package with its metadata beside it
 
     tree = treeversion.read(base, target.package)
     if tree is not None and tree.kind != "branch" and work_tree(base) is not None:
