@@ -466,3 +466,35 @@ def test_help_and_a_command_import_only_the_modules_of_that_command():
     assert len(declaring) > 5 and loaded("--help") == "[]"
     assert loaded("status", "--help") == "['patchkit.cli.patch']"
     assert loaded("validate", "--help") == loaded("show", "--help") == "['patchkit.cli.recipes']"
+
+
+REPO = Path(__file__).resolve().parent.parent
+# What each command timed by bench/startup.py must not import: what it does not use (the codemod, the other
+# commands' modules, the catalogue's cache and json for a recipe read in full, the writer's tempfile, the state
+# folder's access, git, error formatting for a command that succeeds).
+NOT_IMPORTED = {
+    ("--help",): ("patchkit.recipe", "patchkit.state", "patchkit.runtime", "patchkit.core.printable", "json"),
+    ("list",): ("patchkit.recipe.load", "patchkit.recipe.kinds", "patchkit.runtime", "packaging", "socket",
+                "patchkit.core.manifest", "patchkit.core.printable"),
+    ("status",): ("patchkit.recipe.load", "patchkit.cli.recipes", "packaging", "tempfile", "socket", "shutil", "random",
+                  "patchkit.core.manifest"),
+    ("validate", str(REPO / "recipes" / "verl-fsdp-update.yaml")): (
+        "patchkit.recipe.catalogue", "patchkit.state", "patchkit.engine", "patchkit.core.printable",
+        "patchkit.core.private", "json", "libcst"),
+    ("show", "verl-fsdp-update", "--root", str(REPO / "fixtures" / "verl-0.6")): (
+        "patchkit.engine.marks", "patchkit.engine.codemod", "patchkit.state.gitrepo", "patchkit.state.ledger",
+        "patchkit.core.printable", "patchkit.core.private", "json", "libcst", "git"),
+}
+
+
+@pytest.mark.parametrize("args", list(NOT_IMPORTED), ids=[args[0] for args in NOT_IMPORTED])
+def test_a_command_imports_nothing_it_does_not_use(args, tmp_path):
+    code = ("import sys; sys.argv = ['patchkit'] + sys.argv[1:]\nimport patchkit.cli.commands as c\n"
+            "try:\n    c.main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(' '.join(sorted(sys.modules)), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env={"PATCHKIT_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    loaded = done.stderr.splitlines()[-1].split()
+    unwanted = NOT_IMPORTED[args]
+    assert not [m for m in loaded if m in unwanted or m.startswith(tuple(u + "." for u in unwanted))]

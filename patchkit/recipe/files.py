@@ -13,7 +13,6 @@ import errno
 import os
 from pathlib import Path
 
-from patchkit.recipe.catalogue import builtin_dir, builtin_ids
 from patchkit.core.errors import Location, RecipeError
 from patchkit.recipe.reader import is_recipe_id
 from patchkit.recipe.yamlpos import MAX_CHARS, shorten
@@ -75,6 +74,8 @@ def recipe_path(ref: str) -> Path:
             raise RecipeError(f"no recipe file {shown(ref)}", Location(shown(ref)),
                               "check the path, or use a built-in id from `patchkit list`")
         return path
+    from patchkit.recipe.catalogue import builtin_dir, builtin_ids  # a built-in id; a file path needs neither
+
     path = builtin_dir() / f"{ref}.yaml"
     if not is_recipe_id(ref) or not path.is_file():
         from difflib import get_close_matches

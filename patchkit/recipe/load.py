@@ -24,7 +24,6 @@ from patchkit.recipe import parts
 from patchkit.recipe import points as recipe_points
 from patchkit.recipe import replicas
 from patchkit.core import vocabulary as v
-from patchkit.recipe.catalogue import builtin_ids
 from patchkit.core.errors import Location, OverrideError, RecipeError
 from patchkit.recipe.respell import respell
 from patchkit.recipe.overrides import apply_overrides
@@ -298,4 +297,6 @@ def load(ref: str, overrides: Sequence[str] = (), backend: Optional[str] = None)
 
 
 def all_recipes() -> List[m.Settings]:
+    from patchkit.recipe.catalogue import builtin_ids
+
     return [load(rid) for rid in builtin_ids()]
