@@ -177,9 +177,9 @@ def test_steps_out_of_bounds_are_a_usage_error_and_nothing_is_asked(tmp_path, mo
 def test_the_command_line_bound_is_the_one_requests_are_held_to_and_the_help_says_why():
     from click.testing import CliRunner
 
-    from patchkit.cli.commands import main
+    from patchkit.cli.commands import every_command, main
 
-    (option,) = [p for p in main.commands["capture"].params if p.name == "steps"]
+    (option,) = [p for p in every_command()["capture"].params if p.name == "steps"]
     assert (option.type.min, option.type.max) == (1, ondemand.MAX_STEPS)
     help_text = " ".join(CliRunner().invoke(main, ["capture", "--help"]).output.split())
     assert "at most 1000: a profiler holds every event of its window in memory" in help_text
