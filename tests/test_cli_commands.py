@@ -493,7 +493,8 @@ def test_a_command_imports_nothing_it_does_not_use(args, tmp_path):
             "try:\n    c.main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
             "print(' '.join(sorted(sys.modules)), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env={"PATCHKIT_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+                          env={"PATCHKIT_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin",
+                               "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     loaded = done.stderr.splitlines()[-1].split()
     unwanted = NOT_IMPORTED[args]

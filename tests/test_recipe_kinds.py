@@ -73,13 +73,15 @@ def test_reading_a_recipe_imports_only_the_kinds_its_points_name(tmp_path):
     named = sorted({p.at for p in patchkit.load("verl-fsdp-update").recipe.points})
     assert 0 < len(named) < len(KINDS)
     assert _kinds_imported(["validate", str(REPO / "recipes" / "verl-fsdp-update.yaml")], tmp_path) == named
-    assert _kinds_imported(["show", "verl-fsdp-update", "--root", str(REPO / "fixtures" / "verl-0.6")], tmp_path) == named
+    show = ["show", "verl-fsdp-update", "--root", str(REPO / "fixtures" / "verl-0.6")]
+    assert _kinds_imported(show, tmp_path) == named
     assert _kinds_imported(["list"], tmp_path) == _kinds_imported(["--help"], tmp_path) == []
 
 
 def test_kinds_is_the_walk_s_dict_imported_as_asked(tmp_path):
     code = ("import sys\nfrom patchkit.recipe import kinds\n"
-            "def loaded():\n    return sorted(m.rpartition('.')[2] for m in sys.modules if m.startswith(kinds.__name__ + '.'))\n"
+            "def loaded():\n"
+            "    return sorted(m.rpartition('.')[2] for m in sys.modules if m.startswith(kinds.__name__ + '.'))\n"
             "print(len(kinds.KINDS), 'method_end' in kinds.KINDS, 'nowhere' in kinds.KINDS, loaded())\n"
             "print(kinds.KINDS['method_end'].name, loaded())\n"
             "print(list(kinds.KINDS) == list(kinds.found()), len(loaded()) == len(kinds.KINDS))\n")
