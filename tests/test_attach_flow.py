@@ -86,3 +86,34 @@ def test_the_capture_folders_are_noted_in_this_home_s_index(tmp_path, monkeypatc
         SimpleNamespace(status={})])
     flow.note_folders(s)
     assert manifest.indexed_folders() == [str(tmp_path / "t")]
+
+
+class Slow(Session):
+    """The first process records at once; the second's window waits for its first call through ``quiet`` waits."""
+
+    def __init__(self, quiet):
+        super().__init__(("recording", {}), ("attached", {}))
+        self.quiet = quiet
+
+    def wait(self, on_change=None, timeout=None, until=None):
+        if until is None and self.quiet:
+            self.calls.append(("wait", timeout))
+            self.quiet -= 1
+            self.attached[0].state = "restored"
+            return False
+        return super().wait(on_change, timeout, until)
+
+
+def test_a_window_still_waiting_for_its_first_call_is_told_after_a_while_then_twice_as_long_each_time():
+    s, told = Slow(quiet=3), []
+    flow.run(s, None, 5, on_waiting=lambda waiting, seconds: told.append(([a.pid for a in waiting], seconds)),
+             remind=10)
+    assert [c for c in s.calls if c[0] == "wait"][1:4] == [("wait", 10), ("wait", 20), ("wait", 40)]
+    assert told == [([101], 10), ([101], 30), ([101], 70)]
+    assert all(a.state == "restored" for a in s.attached)
+
+
+def test_without_a_listener_the_wait_has_no_time_limit():
+    s = Slow(quiet=0)
+    flow.run(s, None, 5)
+    assert s.calls[-1] == ("wait", None)

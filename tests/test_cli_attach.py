@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import attach_helpers as helpers
+from patchkit.attach import session
 from attach_helpers import Job, attach
 
 pytestmark = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
@@ -257,3 +258,32 @@ def test_each_process_is_said_once_attached_even_when_first_seen_recording_and_a
     assert lines[4] == "pid 8: passed over: the job has not imported m (yet?): attach when it has" and len(lines) == 5
     Said()(NS(pid=8, state="refused", status={"error": "the job has not imported m"}))
     assert capsys.readouterr().err == "pid 8: refused: the job has not imported m; nothing changed\n"
+
+
+def test_a_window_still_waiting_is_said_with_what_to_do(capsys):
+    from types import SimpleNamespace as NS
+
+    from patchkit.cli.attach import still_waiting
+
+    still_waiting([NS(pid=7, status={"targets": ["m:Trainer.fit"]})], 60.0)
+    assert capsys.readouterr().err == ("pid 7: still waiting for the next call of m:Trainer.fit (60 s); a function "
+                                       "not called again never opens the window: Ctrl-C puts the job's own code "
+                                       "back\n")
+
+
+def test_a_job_that_ends_with_its_window_open_ends_the_attach_too(tmp_path, site, jobs):
+    job = start(jobs, tmp_path, site, steps=100000)
+    job.wait_steps(5)
+    environ = dict(os.environ, PYTHONPATH=str(helpers.REPO))
+    environ.pop("PATCHKIT_RUN", None)
+    attaching = subprocess.Popen([sys.executable, "-m", "patchkit", "attach", str(job.pid),
+                                  str(helpers.recipe(tmp_path, "logged")), "--root", str(site), "--steps", "1000",
+                                  "--json"], cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+    wait_for(lambda: [s["state"] for s in session.status(job.pid)] == ["recording"], 120, attaching)
+    job.finish()  # the job ends (its --stop file) with the window open
+    out, err = attaching.communicate(timeout=120)  # a guard: before the fix this waited for ever
+    assert attaching.returncode == 1, err
+    (status,) = json.loads(out)
+    assert status["state"] == "gone" and status["error"] == "the process ended", status
+    assert f"pid {job.pid}: the process ended" in err

@@ -12,7 +12,7 @@ folders to this home's index, so ``patchkit traces`` finds them.
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from patchkit.attach.process import AttachError
 from patchkit.attach.session import Attached, Session
@@ -33,15 +33,20 @@ def ended_well(a: Attached) -> bool:
     return a.state == "restored" and a.status.get("original_code") is True
 
 
+REMIND = 60.0  # seconds a window may wait for its first call before the caller is told; then twice as long each time
+
+
 def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, timeout: float = 60,
-        match: Optional[str] = None) -> None:
+        match: Optional[str] = None, on_waiting: Optional[Callable[[List[Attached], float], None]] = None,
+        remind: float = REMIND) -> None:
     """Get into every process of ``s`` (prepared), then wait until every window has closed.
 
     A process that refused, failed, ended or did not take the code within ``timeout`` seconds (one ``match``
     passes over aside), or none in at all: every process is asked out again, the request folders go, and
     :class:`AttachError` names the first one and why; nothing stays changed.  ``on_change`` is told each process
-    whose state changed.  KeyboardInterrupt is left to the caller, which asks every process out
-    (:meth:`Session.detach`)."""
+    whose state changed; ``on_waiting`` is told the processes whose window still waits for its first call, with
+    the seconds waited, after ``remind`` seconds, then twice as long each time.  KeyboardInterrupt is left to the
+    caller, which asks every process out (:meth:`Session.detach`)."""
     s.inject()
     s.wait(on_change, timeout, until=IN)
     bad = [a for a in s.attached if a.state in FAILED and not passed_over(a, match)]
@@ -51,7 +56,13 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
         first = bad[0] if bad else s.attached[0]
         raise AttachError(f"pid {first.pid}: {first.state}: {first.status.get('error')}", None,
                           "nothing stays changed in any process; fix the cause and attach again")
-    s.wait(on_change)
+    waited = 0.0
+    while not s.wait(on_change, remind if on_waiting else None):
+        waited += remind
+        remind *= 2
+        waiting = [a for a in s.attached if a.state == "attached"]
+        if waiting:
+            on_waiting(waiting, waited)
 
 
 def note_folders(s: Session) -> None:

@@ -166,8 +166,8 @@ class Session:
                 continue
             status = read_status(a.folder.out)
             state = status["state"] if status else a.state
-            if status is None and not alive(a.target.proc):
-                state, status = "gone", {"state": "gone", "error": "the process ended"}
+            if state not in DONE and not alive(a.target.proc):  # before it answered, or with its window open
+                state, status = "gone", dict(status or a.status, state="gone", error="the process ended")
             if status is not None:
                 a.status = status
                 if a.state == "queued":

@@ -54,6 +54,14 @@ class Said:
         say(printable(process_line(a.pid, a.state, a.status)))
 
 
+def still_waiting(waiting, seconds: float) -> None:
+    """The processes whose window has not opened yet, a while after their code went in."""
+    for a in waiting:
+        say(printable(f"pid {a.pid}: still waiting for the next call of {', '.join(a.status.get('targets', []))} "
+                      f"({seconds:.0f} s); a function not called again never opens the window: Ctrl-C puts the "
+                      "job's own code back"))
+
+
 def running_line(pid: int, scope: str) -> str:
     return (f"pid {pid}: note: {scope} is running now and keeps its own code until it returns; the window opens at "
             "its next call (one that runs for the whole job never opens it: attach at a function called every step, "
@@ -128,7 +136,7 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
     _interrupts_as_keyboard()
     said = Said(match)
     try:
-        flow.run(s, said, timeout, match)
+        flow.run(s, said, timeout, match, on_waiting=still_waiting)
     except KeyboardInterrupt:
         say("interrupted: putting the job's own code back (a window in progress closes at its next step)")
         try:
