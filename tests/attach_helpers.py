@@ -211,6 +211,30 @@ def attach(tmp: Path, args, env=None, timeout=300, **popen):
                           text=True, env=environ, cwd=tmp, timeout=timeout, **popen)
 
 
+def wait_for(ready, seconds: float, proc) -> None:
+    """Until ``ready()``; a process that ended, or ``seconds`` (a guard against a hang, not a measurement), fails
+    the test with what the process said."""
+    import pytest
+
+    end = time.time() + seconds
+    while not ready():
+        if proc.poll() is not None or time.time() > end:
+            if proc.poll() is None:
+                proc.kill()
+            pytest.fail(f"not ready after {seconds} s (exit {proc.poll()}): {proc.communicate(timeout=30)[1][-3000:]}")
+        time.sleep(0.1)
+
+
+def recording(home=None) -> bool:
+    """Whether an agent this home attached (``$PATCHKIT_HOME`` by default) says its window is open."""
+    folder = Path(home or os.environ["PATCHKIT_HOME"]) / "attached"
+    for rec in folder.glob("*.json") if folder.is_dir() else []:
+        status = Path(json.loads(rec.read_text())["out"]) / "status.json"
+        if status.exists() and json.loads(status.read_text())["state"] == "recording":
+            return True
+    return False
+
+
 def recorded_labels(trace):
     """ProfilerStep# spans of a torch trace, each with the job-step labels that fall inside it, in order."""
     with open(trace) as f:

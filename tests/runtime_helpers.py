@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 import sys
-import types
 import warnings
 
 import pytest

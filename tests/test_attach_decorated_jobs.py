@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -260,14 +259,6 @@ def test_the_next_steps_are_recorded_and_the_class_holds_its_own_objects_again(t
     left_as_it_was(job.finish(), plain.finish())
 
 
-def _recording():
-    home = Path(os.environ["PATCHKIT_HOME"]) / "attached"
-    for rec in home.glob("*.json") if home.is_dir() else []:
-        status = Path(json.loads(rec.read_text())["out"]) / "status.json"
-        if status.exists() and json.loads(status.read_text())["state"] == "recording":
-            return True
-    return False
-
 
 def test_detach_mid_window_keeps_what_was_recorded_and_gives_the_class_its_method_back(tmp_path, site, jobs):
     job = start(jobs, tmp_path, site, steps=100000)
@@ -276,12 +267,7 @@ def test_detach_mid_window_keeps_what_was_recorded_and_gives_the_class_its_metho
     proc = subprocess.Popen([sys.executable, "-m", "patchkit", "attach", str(job.pid), "sglang-forward", *TORCH,
                              f"profiler.save_path={tmp_path / 'traces'}", "--root", str(site), "--steps", "500",
                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    end = time.time() + 120  # a guard, not a measurement
-    while not _recording():
-        if proc.poll() is not None or time.time() > end:
-            proc.kill()
-            pytest.fail(f"not recording (exit {proc.poll()}): {proc.communicate()[1][-3000:]}")
-        time.sleep(0.1)
+    helpers.wait_for(helpers.recording, 120, proc)
     gone = subprocess.run([sys.executable, "-m", "patchkit", "detach", str(job.pid)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert gone.returncode == 0 and "the job's own code is back" in gone.stdout, (gone.stdout, gone.stderr)

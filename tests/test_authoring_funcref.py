@@ -91,7 +91,7 @@ def test_a_file_path_is_read_under_the_root_and_its_absence_says_where_it_looked
     with pytest.raises(TargetError) as caught:  # a path from here, with a root given: the hint names both
         resolve("mine.py::f", str(OWN))
     assert f"under --root {OWN}" in caught.value.message
-    assert f"mine.py is a file from the current folder" in caught.value.hint and f"{tmp_path / 'mine.py'}::f" in \
+    assert "mine.py is a file from the current folder" in caught.value.hint and f"{tmp_path / 'mine.py'}::f" in \
         caught.value.hint
     assert resolve("mine.py::f").path == tmp_path / "mine.py"  # no root: from the current folder
     with pytest.raises(TargetError, match=f"no file gone.py from the current folder {tmp_path}"):

@@ -17,7 +17,7 @@ import pytest
 
 import attach_helpers as helpers
 from patchkit.attach import session
-from attach_helpers import Job, attach
+from attach_helpers import Job, attach, wait_for
 
 pytestmark = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
                                 reason=helpers.gdb_missing() or helpers.ptrace_denied() or "")
@@ -36,18 +36,6 @@ def jobs():
     for job in started:
         job.kill()
 
-
-
-def wait_for(ready, seconds: float, proc) -> None:
-    """Wait until ``ready()``; a process that ended, or no answer within ``seconds`` (a guard, not a measurement),
-    fails the test with what the process said."""
-    end = time.time() + seconds
-    while not ready():
-        if proc.poll() is not None or time.time() > end:
-            if proc.poll() is None:
-                proc.kill()
-            pytest.fail(f"not ready after {seconds} s (exit {proc.poll()}): {proc.communicate(timeout=30)[1][-3000:]}")
-        time.sleep(0.1)
 
 def start(jobs, tmp_path, site, **kw):
     job = Job(tmp_path, site, **kw)
@@ -134,7 +122,7 @@ def test_ctrl_c_mid_window_puts_the_code_back_and_keeps_what_was_recorded(tmp_pa
     cmd = [sys.executable, "-m", "patchkit", "attach", str(job.pid), str(helpers.recipe(tmp_path, "logged")), "--root",
            str(site), "--steps", "500", "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    wait_for(lambda: list((tmp_path / "traces").glob("*.json")) or _recording(tmp_path), 60, proc)
+    wait_for(lambda: list((tmp_path / "traces").glob("*.json")) or helpers.recording(), 60, proc)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -149,15 +137,6 @@ def test_ctrl_c_mid_window_puts_the_code_back_and_keeps_what_was_recorded(tmp_pa
     assert final["losses"] == plain["losses"] and all(final["original"].values()) and final["left"] == []
 
 
-def _recording(tmp_path):
-    home = Path(os.environ["PATCHKIT_HOME"]) / "attached"
-    for rec in home.glob("*.json") if home.is_dir() else []:
-        status = Path(json.loads(rec.read_text())["out"]) / "status.json"
-        if status.exists() and json.loads(status.read_text())["state"] == "recording":
-            return True
-    return False
-
-
 def test_status_and_detach_from_another_command(tmp_path, site, jobs):
     job = start(jobs, tmp_path, site, steps=100000)
     job.wait_steps(10)
@@ -165,7 +144,7 @@ def test_status_and_detach_from_another_command(tmp_path, site, jobs):
     cmd = [sys.executable, "-m", "patchkit", "attach", str(job.pid), str(helpers.recipe(tmp_path, "logged")), "--root",
            str(site), "--steps", "500"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    wait_for(lambda: _recording(tmp_path), 60, proc)
+    wait_for(lambda: helpers.recording(), 60, proc)
     shown = attach(tmp_path, ["--status", job.pid])
     assert shown.returncode == 0 and f"pid {job.pid}: pkjob-logged: recording" in shown.stdout, shown.stderr
     gone = subprocess.run([sys.executable, "-m", "patchkit", "detach", str(job.pid)], capture_output=True, text=True,

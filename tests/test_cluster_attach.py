@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -23,10 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 import attach_helpers as helpers
-from attach_helpers import Job, attach
+from attach_helpers import Job, attach, recording, wait_for
 from patchkit.cli.commands import main
 from patchkit.cluster import attach as on_nodes
-from patchkit.cluster.attach import NodeAttach
 
 A, B = "a" * 56, "b" * 56
 NODES = {A: "10.0.0.1", B: "10.0.0.2"}
@@ -53,23 +51,6 @@ def job(tmp_path):
     started.kill()
 
 
-def wait_for(ready, seconds: float, proc) -> None:
-    """Until ``ready()``; a process that ended, or ``seconds`` (a guard, not a measurement), fails the test."""
-    end = time.time() + seconds
-    while not ready():
-        if proc.poll() is not None or time.time() > end:
-            if proc.poll() is None:
-                proc.kill()
-            pytest.fail(f"not ready after {seconds} s (exit {proc.poll()}): {proc.communicate(timeout=30)[1][-3000:]}")
-        time.sleep(0.1)
-
-
-def recording(home: Path) -> bool:
-    for rec in (home / "attached").glob("*.json") if (home / "attached").is_dir() else []:
-        status = Path(json.loads(rec.read_text())["out"]) / "status.json"
-        if status.exists() and json.loads(status.read_text())["state"] == "recording":
-            return True
-    return False
 
 
 @pytest.mark.skipif(bool(CANNOT_TRACE), reason=CANNOT_TRACE or "")

@@ -32,6 +32,7 @@ class FakeRay(ModuleType):
     def __init__(self, answer, nodes=((A, "10.0.0.1"), (B, "10.0.0.2")), initialized=True):
         super().__init__("ray")
         self.answer, self.initialized, self.tasks, self.inits = answer, initialized, [], []
+        self.refs, self.cancelled = [], []
         self._nodes = [{"NodeID": n, "NodeManagerAddress": ip, "Alive": True} for n, ip in nodes]
         self.util = SimpleNamespace(scheduling_strategies=SimpleNamespace(NodeAffinitySchedulingStrategy=Strategy))
 
@@ -65,6 +66,7 @@ class FakeRay(ModuleType):
 
     def cancel(self, ref, force):
         ref.cancelled = force
+        self.cancelled.append(self.refs.index(ref))
 
 
 class Strategy:
@@ -82,6 +84,10 @@ class Task:
     def _run(self, options, op, args):
         node = options["scheduling_strategy"].node_id
         self.ray.tasks.append((node, op, args, options))
+        self.ray.refs.append(self._answer(node, op, args))
+        return self.ray.refs[-1]
+
+    def _answer(self, node, op, args):
         try:
             fields = self.ray.answer(node, op, args)
         except Exception as exc:
@@ -214,6 +220,7 @@ def test_a_node_that_does_not_answer_in_time_is_named_and_its_task_cancelled(use
     assert a.ok and (b.ok, b.state) == (False, NodeState.FAILED)
     assert b.message == "no answer within 7 s (PATCHKIT_RAY_TIMEOUT); check this node with `patchkit status --ray`"
     assert cluster.timeout() == 7.0
+    assert ray.cancelled == [1] and ray.refs[1].cancelled is True  # B's task, forced: it hangs
     monkeypatch.setenv("PATCHKIT_RAY_TIMEOUT", "")
     assert cluster.timeout() == 300.0
 

@@ -14,7 +14,7 @@ import pytest
 
 from patchkit.engine import codemod as engine
 from patchkit.engine.codemod import strip, transform
-from patchkit.core.model import Applied, CannotApply, LoopSelector, Point
+from patchkit.core.model import Applied, CannotApply, LoopSelector
 from patchkit.engine.points import Positions, Scan
 from patchkit.engine.points.lookup import Missing, find_function
 from patchkit.recipe.load import load_recipe

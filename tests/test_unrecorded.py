@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 import patchkit
 from patchkit.cli.commands import main
-from patchkit.core.errors import LedgerError, TargetError
+from patchkit.core.errors import LedgerError
 from patchkit.state.ledger import Ledger
 
 import realwheels

@@ -7,7 +7,7 @@ a line there; ``new`` writes a recipe from such points (:func:`patchkit.new_reci
 from __future__ import annotations
 
 import json
-from typing import Optional, Sequence
+from typing import Optional
 
 import click
 

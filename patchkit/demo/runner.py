@@ -76,7 +76,7 @@ def run_demo(keep: bool = False, echo: Callable[..., None] = print) -> int:
         for trace in found:
             steps = _steps_in(trace)
             echo(f"   {trace}: {len(steps)} steps ({', '.join(steps)})")
-        echo(f"   (kept after the demo: open it in Perfetto or TensorBoard)" if keep else
+        echo("   (kept after the demo: open it in Perfetto or TensorBoard)" if keep else
              f"   (deleted with {work} when the demo ends: `patchkit demo --keep` keeps it to open)")
         echo(f"== 6. patchkit revert {RECIPE}")
         for outcome in patchkit.revert([RECIPE], ledger=ledger):
