@@ -266,3 +266,15 @@ def test_a_job_that_ends_with_its_window_open_ends_the_attach_too(tmp_path, site
     (status,) = json.loads(out)
     assert status["state"] == "gone" and status["error"] == "the process ended", status
     assert f"pid {job.pid}: the process ended" in err
+
+
+def test_what_a_job_says_is_running_is_read_as_a_stranger_s(capsys):
+    from types import SimpleNamespace as NS
+
+    from patchkit.cli.attach import Said
+
+    for running in ("Trainer.fit", {"a": 1}, [1, None, "x" * 5000] + ["f"] * 100):
+        Said()(NS(pid=7, state="attached", status={"targets": ["m:f"], "running": running}))
+    lines = capsys.readouterr().err.splitlines()
+    notes = [ln for ln in lines if ": note: " in ln]
+    assert len(lines) == 3 + 20 and len(notes) == 20 and all(len(ln) < 500 for ln in notes)

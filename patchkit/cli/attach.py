@@ -47,8 +47,9 @@ class Said:
         if a.state in flow.IN + ("restored",) and a.pid not in self.told and a.status.get("targets"):
             self.told.add(a.pid)
             say(printable(process_line(a.pid, "attached", a.status)))
-            for scope in a.status.get("running") or []:
-                say(printable(running_line(a.pid, scope)))
+            running = a.status.get("running")  # written by the job: a list of names, or nothing said
+            for scope in [r for r in running if isinstance(r, str)][:20] if isinstance(running, list) else []:
+                say(printable(running_line(a.pid, scope[:200])))
             if a.state == "attached":
                 return
         say(printable(process_line(a.pid, a.state, a.status)))
