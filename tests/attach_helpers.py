@@ -120,9 +120,31 @@ PLAIN = textwrap.dedent("""\
             self.done = i
     """)  # pkjob/train.py without torch: the other interpreters here have none (the profiler's start fails)
 
-# The other CPython versions found here (pyenv's), by version
-OTHER = {v: f"/root/.pyenv/versions/{full}/bin/python{v}" for v, full in
-         (("3.10", "3.10.13"), ("3.12", "3.12.1"), ("3.13", "3.13.0"))}
+OTHER_VERSIONS = ("3.10", "3.12", "3.13")  # the other CPythons attach is tested on, where a machine has them
+
+
+def _other_pythons():
+    """Each of :data:`OTHER_VERSIONS` this machine has, by version: pyenv's (``$PYENV_ROOT``, else its default
+    folder; its shims run only the versions made global), else ``pythonX.Y`` on PATH; each asked its version."""
+    import glob
+
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = {}
+    for v in OTHER_VERSIONS:
+        for candidate in [*sorted(glob.glob(os.path.join(root, "versions", f"{v}.*", "bin", f"python{v}"))),
+                          shutil.which(f"python{v}")]:
+            try:
+                said = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                      capture_output=True, text=True, timeout=30).stdout.strip() if candidate else ""
+            except (OSError, subprocess.TimeoutExpired):
+                said = ""
+            if said == v:
+                found[v] = candidate
+                break
+    return found
+
+
+OTHER = _other_pythons()  # version -> interpreter
 
 SCOPES = {  # mode -> (recipe point head, the scope)
     "logged": ("class: Trainer\n  method: step_logged", "Trainer.step_logged"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -326,11 +325,11 @@ print(json.dumps({"got": got, "trail": [t for t in mod.TRAIL if t in names],
 """
 
 
-@pytest.mark.parametrize("version", sorted(helpers.OTHER))
+@pytest.mark.parametrize("version", helpers.OTHER_VERSIONS)
 def test_the_decorator_goes_on_and_off_on_each_other_cpython(tmp_path, version):
-    python = helpers.OTHER[version]
-    if not os.path.exists(python):
-        pytest.skip(f"no Python {version} here ({python})")
+    python = helpers.OTHER.get(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine (pyenv's, or python{version} on PATH)")
     (tmp_path / "deco_mod.py").write_text(SOURCE)
     done = subprocess.run([python, "-c", CHILD, str(tmp_path / "deco_mod.py"), str(helpers.REPO)],
                           capture_output=True, text=True, timeout=120)
