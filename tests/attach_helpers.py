@@ -3,6 +3,7 @@ started on it, its log, and what its traces recorded."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -123,7 +124,8 @@ PLAIN = textwrap.dedent("""\
 OTHER_VERSIONS = ("3.10", "3.12", "3.13")  # the other CPythons attach is tested on, where a machine has them
 
 
-def _other_pythons():
+@functools.lru_cache(maxsize=None)
+def other_pythons():
     """Each of :data:`OTHER_VERSIONS` this machine has, by version: pyenv's (``$PYENV_ROOT``, else its default
     folder; its shims run only the versions made global), else ``pythonX.Y`` on PATH; each asked its version."""
     import glob
@@ -143,8 +145,6 @@ def _other_pythons():
                 break
     return found
 
-
-OTHER = _other_pythons()  # version -> interpreter
 
 SCOPES = {  # mode -> (recipe point head, the scope)
     "logged": ("class: Trainer\n  method: step_logged", "Trainer.step_logged"),
@@ -174,7 +174,36 @@ def recipe(tmp: Path, mode: str, rid: str = "") -> Path:
     return path
 
 
-class Job:
+class Running:
+    """A job started as a subprocess (``proc``) that logs one JSON line per step in ``log`` and stops when ``stop``
+    appears: its lines, its steps, a wait for them, and a kill."""
+
+    log: Path
+    stop: Path
+    proc: subprocess.Popen
+
+    def lines(self):
+        if not self.log.exists():
+            return []
+        return [json.loads(ln) for ln in self.log.read_text().splitlines() if ln.strip().endswith("}")]
+
+    def steps(self):
+        return [ln for ln in self.lines() if "step" in ln]
+
+    def wait_steps(self, n, timeout=120):
+        end = time.time() + timeout
+        while len(self.steps()) < n:
+            if self.proc.poll() is not None or time.time() > end:
+                raise AssertionError(f"the job ran {len(self.steps())} steps: {self.proc.communicate()[1][-3000:]}")
+            time.sleep(0.05)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+class Job(Running):
     """The job, started without patchkit: one JSON line per step in its log, a last line with what it found."""
 
     def __init__(self, tmp: Path, site_dir: Path, mode: str = "logged", steps: int = 400, pause: float = 0.03,
@@ -193,21 +222,6 @@ class Job:
                                      text=True)
         self.pid = self.proc.pid
 
-    def lines(self):
-        if not self.log.exists():
-            return []
-        return [json.loads(ln) for ln in self.log.read_text().splitlines() if ln.strip().endswith("}")]
-
-    def steps(self):
-        return [ln for ln in self.lines() if "step" in ln]
-
-    def wait_steps(self, n, timeout=120):
-        end = time.time() + timeout
-        while len(self.steps()) < n:
-            if self.proc.poll() is not None or time.time() > end:
-                raise AssertionError(f"the job ran {len(self.steps())} steps: {self.proc.communicate()[1][-3000:]}")
-            time.sleep(0.05)
-
     def finish(self, timeout=120, stop=True):
         """Stop the loop (or let it run its --steps); (the last line: steps run, code identity, names left), stderr."""
         if stop:
@@ -219,11 +233,6 @@ class Job:
             _, err = self.proc.communicate()
         final = [ln for ln in self.lines() if "final" in ln]
         return (final[-1] if final else {}), err
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
 
 
 def attach(tmp: Path, args, env=None, timeout=300, **popen):

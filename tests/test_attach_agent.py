@@ -193,7 +193,7 @@ print(json.dumps({"swapped": swapped, "back": inner.__code__ is original, "losse
 
 @pytest.mark.parametrize("version", helpers.OTHER_VERSIONS)
 def test_the_swap_and_its_undo_hold_on_each_other_cpython(tmp_path, version):
-    python = helpers.OTHER.get(version)
+    python = helpers.other_pythons().get(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine (pyenv's, or python{version} on PATH)")
     site = helpers.site(tmp_path)

@@ -327,7 +327,7 @@ print(json.dumps({"got": got, "trail": [t for t in mod.TRAIL if t in names],
 
 @pytest.mark.parametrize("version", helpers.OTHER_VERSIONS)
 def test_the_decorator_goes_on_and_off_on_each_other_cpython(tmp_path, version):
-    python = helpers.OTHER.get(version)
+    python = helpers.other_pythons().get(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine (pyenv's, or python{version} on PATH)")
     (tmp_path / "deco_mod.py").write_text(SOURCE)

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -157,7 +156,9 @@ def recipe(tmp_path, points, rid="runner-range"):
     return path
 
 
-class Job:
+class Job(helpers.Running):
+    """The SGLang-shaped job (JOB), started without patchkit."""
+
     def __init__(self, tmp_path, site, call="forward", steps=STEPS, name="job"):
         self.log, self.stop = tmp_path / f"{name}.log", tmp_path / f"{name}.stop"
         env = dict(os.environ, PYTHONPATH=str(site))
@@ -167,19 +168,6 @@ class Job:
                                      cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.pid = self.proc.pid
 
-    def lines(self):
-        return [json.loads(ln) for ln in self.log.read_text().splitlines()] if self.log.exists() else []
-
-    def steps(self):
-        return [ln for ln in self.lines() if "step" in ln]
-
-    def wait_steps(self, n, timeout=120):
-        end = time.time() + timeout
-        while len(self.steps()) < n:
-            if self.proc.poll() is not None or time.time() > end:
-                raise AssertionError(f"the job ran {len(self.steps())} steps: {self.proc.communicate()[1][-3000:]}")
-            time.sleep(0.05)
-
     def finish(self, stop=False):
         if stop:
             self.stop.touch()
@@ -187,11 +175,6 @@ class Job:
         final = [ln for ln in self.lines() if "final" in ln]
         assert final, err[-3000:]
         return final[-1]
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from patchkit.attach.process import Process, read
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHONS = {f"{sys.version_info[0]}.{sys.version_info[1]}": sys.executable,
-           **helpers.OTHER}
+           **helpers.other_pythons()}
 
 
 def me():
