@@ -134,3 +134,11 @@ def test_a_hostile_file_is_one_clear_line(kind, tmp_path):
     assert str(bad) in text and "pid 4242" in str(err.value.where) and "\n" not in text and "Traceback" not in text
     if kind.startswith("huge"):
         assert "end of the file" in text or "section size" in text, text
+
+
+def test_pyelftools_is_imported_only_when_a_file_is_read():
+    """Importing attach (and every other command's start) never loads pyelftools; reading an ELF file does."""
+    code = ("import sys; import patchkit.attach.access, patchkit.attach.session, patchkit.cli.commands\n"
+            "print(sorted(m for m in sys.modules if m.startswith('elftools')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(helpers.REPO))
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
