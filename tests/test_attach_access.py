@@ -160,3 +160,28 @@ def test_sys_remote_exec_is_sent_from_an_interpreter_of_the_job_s_version(tmp_pa
         access.sender(p, other._replace(executable=str(exe)))
     assert "python3.99 -m patchkit attach" in err.value.hint
     assert access.yama_scope() in (None, 0, 1, 2, 3) and isinstance(access.my_caps(), int)
+
+
+def test_an_interpreter_is_trusted_only_when_no_other_user_can_change_it_or_any_folder_above(tmp_path):
+    assert access.trusted_interpreter(sys.executable)
+    below_tmp = tmp_path / "bin" / "python3.99"  # root's file in root's folder, but /tmp above is everyone's
+    below_tmp.parent.mkdir()
+    shutil.copy2(sys.executable, below_tmp)
+    below_tmp.parent.chmod(0o755)
+    assert os.stat("/tmp").st_mode & 0o002 and not access.trusted_interpreter(str(below_tmp))
+
+
+def test_a_file_the_job_s_user_cannot_read_refuses_that_process(monkeypatch):
+    asked = []
+
+    def unreadable(proc, files):
+        asked.append((proc.uid, tuple(files)))
+        return [(files[-1], "Permission denied")]
+
+    monkeypatch.setattr(access, "unreadable", unreadable)
+    t = access.Target(fake(), Interpreter((3, 11, 2), False, "/usr/bin/python3.11", ""), "gdb", "gdb")
+    spec = {"modules": [{"file": "/site/a.py"}, {"file": "/site/b.py"}]}
+    with pytest.raises(AttachError, match="the job's user uid 1000 cannot read /site/b.py") as err:
+        access.owners_read([t, t._replace(proc=fake()._replace(pid=43))], spec)
+    assert "only what its owner may read" in str(err.value) and "--root" in err.value.hint
+    assert asked == [(1000, ("/site/a.py", "/site/b.py"))]  # one question per user

@@ -1,5 +1,5 @@
-"""attach.probe: the job's interpreter says its version and flavour, and whether it imports patchkit's runtime, run as the
-job's own user; from patchkit's install folder, else from the job's own environment."""
+"""attach.probe: the job's Python read from its files (never run), and what its user can import and read asked of
+patchkit's own interpreter run as that user (attach.sandbox)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from patchkit.attach import probe
+import attach_helpers as helpers
+from patchkit.attach import probe, sandbox
 from patchkit.attach.process import AttachError, read
 
 REPO = Path(__file__).resolve().parent.parent
+SLEEP = ["-c", "import time; time.sleep(60)"]
 
 
 @pytest.fixture
@@ -23,7 +26,7 @@ def start():
     started = []
 
     def run(args, **kw):
-        proc = subprocess.Popen(args, **kw)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, **kw)
         started.append(proc)
         time.sleep(0.5)
         return read(proc.pid)
@@ -34,52 +37,91 @@ def start():
         p.wait()
 
 
-SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
-
-
-def test_the_job_s_interpreter_says_what_it_is_and_imports_the_runtime_from_patchkit_s_install(start):
-    found = probe.ask(start(SLEEP), 2)
+def test_the_job_s_python_is_read_and_its_runtime_imports_from_patchkit_s_install(start):
+    found = probe.ask(start([sys.executable, *SLEEP]), 2)
     assert found.version == tuple(sys.version_info[:3]) and found.runtime_from == probe.INSTALL
     assert found.shown.startswith(f"Python {sys.version_info[0]}.{sys.version_info[1]}")
     assert os.path.realpath(found.executable) == os.path.realpath(sys.executable)
     assert (Path(probe.INSTALL) / "patchkit" / "runtime" / "__init__.py").is_file()
 
 
-def test_a_job_whose_environment_has_patchkit_imports_it_from_there(start, tmp_path):
+@pytest.mark.parametrize("version", helpers.OTHER_VERSIONS)
+def test_another_version_s_job_is_read_as_that_version(start, version):
+    exe = helpers.other_pythons().get(version)
+    if exe is None:
+        pytest.skip(f"no CPython {version} on this machine (pyenv or PATH)")
+    found = probe.ask(start([exe, *SLEEP]), 2)
+    assert ".".join(map(str, found.version[:2])) == version and found.runtime_from == probe.INSTALL
+
+
+def test_the_job_s_executable_is_never_run(start, monkeypatch):
+    """Only patchkit's own interpreter is started, whatever the job runs."""
+    proc = start([sys.executable, *SLEEP])
+    ran = []
+    real = subprocess.Popen
+
+    def popen(args, *a, **kw):
+        ran.append(args[0])
+        return real(args, *a, **kw)
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
+    probe.ask(proc, 2)
+    assert ran == [sys.executable]
+
+
+def test_no_runtime_in_the_install_folder_is_refused_with_what_to_do(start, tmp_path):
+    """A job whose own environment has patchkit is not looked into: the line says what to do instead."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    found = probe.ask(start(SLEEP, env=env, cwd=tmp_path), 2, install=str(tmp_path / "empty"))
-    assert found.runtime_from == ""
-
-
-def test_no_runtime_anywhere_is_refused_with_what_to_do(start, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = start([sys.executable, "-S", "-c", "import time; time.sleep(60)"], env=env, cwd=tmp_path)
     with pytest.raises(AttachError, match="cannot import patchkit's runtime") as err:
-        probe.ask(proc, 2, install=str(tmp_path / "empty"))
-    assert "make" in err.value.hint and "readable by" in err.value.hint
+        probe.ask(start([sys.executable, *SLEEP], env=env, cwd=tmp_path), 2, install=str(tmp_path / "empty"))
+    assert "readable by" in err.value.hint and "not looked for" in err.value.hint
 
 
-def test_lines_newer_than_the_runtime_serves_are_refused(start, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def test_lines_newer_than_the_runtime_serves_are_refused(start):
     with pytest.raises(AttachError, match="ImportError"):
-        probe.ask(start(SLEEP, env=env, cwd=tmp_path), 99)
+        probe.ask(start([sys.executable, *SLEEP]), 99)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs a job as another user")
-def test_it_runs_as_the_job_s_user_who_must_be_able_to_read_the_install(start):
-    import tempfile
+def test_a_python_older_than_3_10_is_read_and_left_to_access_to_refuse(start):
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found = [*sorted(root.glob("versions/3.9.*/bin/python3.9")), shutil.which("python3.9")]
+    exe = next((e for e in found if e and subprocess.run([str(e), "-c", "pass"], capture_output=True).returncode == 0),
+               None)
+    if exe is None:
+        pytest.skip("no CPython 3.9 on this machine (pyenv or PATH)")
+    found = probe.ask(start([str(exe), *SLEEP]), 2, install="/nowhere")  # no import asked of it
+    assert found.version[:2] == (3, 9)
 
+
+def _system_python() -> str:
+    system = shutil.which("python3", path="/usr/bin:/bin")  # one every user may run (this one may be under /root)
+    if system is None:
+        pytest.skip("no python3 in /usr/bin or /bin for the other user's job")
+    return system
+
+
+def test_it_asks_as_the_job_s_user_who_must_be_able_to_read_the_install(start, stranger):
     private = Path(tempfile.mkdtemp(prefix="patchkit-probe-"))  # /tmp: every user may pass through
     shutil.copytree(REPO / "patchkit", private / "patchkit", ignore=shutil.ignore_patterns("__pycache__"))
     private.chmod(0o700)
-    system = shutil.which("python3", path="/usr/bin:/bin")  # one every user may run (this one may be under /root)
     try:
-        if system is None:
-            pytest.skip("no /usr/bin/python3")
-        nobody = start([system, *SLEEP[1:]], user=65534, group=65534, cwd="/", env={"PATH": os.defpath})
-        with pytest.raises(AttachError, match="uid 65534"):
-            probe.ask(nobody, 2, install=str(private))
+        job = start([_system_python(), *SLEEP], user=stranger.uid, group=stranger.gid, extra_groups=[], cwd="/",
+                    env={"PATH": os.defpath}, start_new_session=True)
+        with pytest.raises(AttachError, match=f"uid {stranger.uid}"):
+            probe.ask(job, 2, install=str(private))
         private.chmod(0o755)
-        assert probe.ask(nobody, 2, install=str(private)).runtime_from == str(private)
+        assert probe.ask(job, 2, install=str(private)).runtime_from == str(private)
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def test_the_files_its_user_cannot_read_are_named(start, stranger):
+    job = start([_system_python(), *SLEEP], user=stranger.uid, group=stranger.gid, extra_groups=[], cwd="/",
+                env={"PATH": os.defpath}, start_new_session=True)
+    secret, public = stranger.sticky / "secret.py", stranger.sticky / "public.py"
+    secret.write_text("x = 1\n")
+    secret.chmod(0o600)
+    public.write_text("x = 1\n")
+    public.chmod(0o644)
+    assert probe.unreadable(job, [str(public), str(secret)]) == [(str(secret), "Permission denied")]
+    assert probe.unreadable(start([sys.executable, *SLEEP]), [str(secret)]) == []  # root's own job: no check

@@ -3,7 +3,9 @@
 The attaching side, in the command's process:
 
 - :mod:`.process`: a process as ``/proc`` shows it; ``--match``; :class:`~.process.AttachError`.
-- :mod:`.probe`: the job's interpreter asked, as the job's user: version, flavour, the runtime importable.
+- :mod:`.probe`: the job's Python (version, flavour) and what its user can read, never running the job's files.
+- :mod:`.elfinfo`: a process's Python read as data from ``/proc/PID/maps`` and the ELF of its libpython or interpreter.
+- :mod:`.sandbox`: patchkit's own interpreter run as another user, apart (new session, no terminal, bounded).
 - :mod:`.access`: every check made before anything is injected (owner or root, Yama, CAP_SYS_PTRACE, gdb,
   remote debugging turned off, the runtime).
 - :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.

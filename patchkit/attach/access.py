@@ -13,7 +13,10 @@
   runs with ``-E`` or ``-I``), or ``-X disable-remote-debug`` on its command line;
 - the way in is there: gdb for Python 3.10 to 3.13, and for 3.14+ an interpreter of the same version and
   flavour to call ``sys.remote_exec`` from;
-- its interpreter imports patchkit's runtime, as the job's user.
+- its user can import patchkit's runtime from patchkit's install folder (:mod:`patchkit.attach.probe`: its Python
+  is read from its files, never run);
+
+and, once the recipe is planned, :func:`owners_read`: its user can read every file the request carries.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import shutil
 import stat
 import sys
 import sysconfig
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.attach.probe import Interpreter, ask
+from patchkit.attach.probe import Interpreter, ask, ids, unreadable
 from patchkit.attach.process import (AttachError, Process, ancestors, embeds_python, environ, interpreter_options,
                                      python_name, read, same_mounts, where)
 
@@ -93,9 +96,20 @@ def remote_debug_problem(proc: Process, env) -> str:
 
 
 def trusted_interpreter(exe: str) -> bool:
-    """Whether ``exe`` (and its folder) is root's or this user's, writable by nobody else: safe to run as root."""
+    """Whether ``exe`` (the file it leads to) and every folder above it, up to ``/``, along its path and along its
+    real path, are root's or this user's and writable by nobody else: safe to run as this user."""
     try:
-        for st in (os.stat(exe), os.stat(os.path.dirname(exe))):
+        chain = []
+        for start in (os.path.abspath(exe), os.path.realpath(exe)):
+            chain.append(start)
+            folder = os.path.dirname(start)
+            while True:
+                chain.append(folder)
+                if folder == os.path.dirname(folder):
+                    break
+                folder = os.path.dirname(folder)
+        for place in chain:
+            st = os.stat(place)
             if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 return False
     except OSError:
@@ -156,3 +170,20 @@ def check(pid: int, lines: int, install: Optional[str] = None) -> Target:
         raise AttachError(f"gdb is not installed: getting into {python.shown} goes through gdb", where(pid),
                           GDB_PACKAGE)
     return Target(proc, python, "gdb", gdb)
+
+
+def owners_read(targets: Sequence[Target], spec: Dict[str, Any]) -> None:
+    """Each process's user can read every file whose instrumented text its request carries (root's own jobs need no
+    check): a process is handed only what its owner may read.  :class:`AttachError` naming the first file."""
+    files = [str(m["file"]) for m in spec.get("modules", ())]
+    asked: Dict[Any, Optional[Tuple[str, str]]] = {}
+    for t in targets:
+        key = ids(t.proc)
+        if key not in asked:
+            found = unreadable(t.proc, files)
+            asked[key] = found[0] if found else None
+        if asked[key] is not None:
+            name, why = asked[key]
+            raise AttachError(f"the job's user uid {t.proc.uid} cannot read {name} ({why}): attach hands a process "
+                              "only what its owner may read; nothing was sent", where(t.proc.pid),
+                              f"let uid {t.proc.uid} read it, or plan on a copy that user can read (--root)")

@@ -1,97 +1,111 @@
-"""The job's own interpreter asked, as the job's own user: its version and flavour, and whether it imports the runtime.
+"""What the job runs and what its user may read, learnt without running anything of the job's.
 
-``/proc/PID/exe`` is run with ``-I -S -c`` (no environment, no site, no current folder), as the uid, gid and
-groups of the process (when patchkit runs as root), so nothing runs with more rights than the job has: it
-prints its version, whether it is a free-threaded build, and whether ``patchkit.runtime`` (and the attach
-agent) import from patchkit's own install folder.  When they do not (a folder that user cannot read), it is
-asked again with the job's own environment, from its working folder: a job whose environment has patchkit
-gets it from there.  Only a file that is a Python interpreter by its name is ever run (see
-:func:`patchkit.attach.process.python_name`).
+The job's Python (version and flavour) is read from its files as data (:mod:`patchkit.attach.elfinfo`): its
+``/proc/PID/maps`` and the ELF of its libpython or interpreter.  Its executable is never run: a process any user
+can name ``python`` and put in front of ``--match``.
+
+What only the job's user can answer is asked of patchkit's own interpreter run as that user, sandboxed
+(:mod:`patchkit.attach.sandbox`): whether patchkit's runtime and the attach agent import from patchkit's install
+folder (:func:`ask`), and whether the files a request carries can be read (:func:`unreadable`).  A job whose
+user cannot read patchkit's install folder is refused with what to do; whether a job's own environment holds a
+patchkit is not looked into (that would run the job's interpreter, or read its folders as root).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-from pathlib import Path
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.attach.process import AttachError, Process, environ, path, where
+from patchkit.attach import elfinfo, sandbox
+from patchkit.attach.process import AttachError, Process, where
+from patchkit.core.printable import printable
 
-# Where patchkit itself is imported from: the folder that holds the ``patchkit`` package.
-INSTALL = str(Path(__file__).resolve().parent.parent.parent)
+INSTALL = sandbox.INSTALL  # where patchkit itself is imported from: the folder that holds the ``patchkit`` package
+RUNTIME = ("patchkit", "patchkit.runtime", "patchkit.attach.agent")  # what the job imports, as bootstrap does
 
-CODE = r"""
-import json, sys, sysconfig
-out = {"version": list(sys.version_info[:3]), "implementation": sys.implementation.name,
-       "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")), "executable": sys.executable}
+IMPORTS = r'''
+out = {}
 try:
-    if sys.argv[1]:
-        sys.path.insert(0, sys.argv[1])
+    sys.path.insert(0, sys.argv[1])
     import patchkit, patchkit.runtime, patchkit.attach.agent
     patchkit.runtime.require(int(sys.argv[2]))
-    out["patchkit"] = patchkit.__file__
-    out["patchkit_version"] = getattr(patchkit, "__version__", "")
+    out["patchkit"] = str(patchkit.__file__)
 except BaseException as exc:
-    out["import_error"] = f"{type(exc).__name__}: {exc}"
-print(json.dumps(out))
-"""
+    out["import_error"] = "%s: %s" % (type(exc).__name__, exc)
+answer(out)
+'''
+
+READS = r'''
+out = []
+for name in json.loads(sys.argv[1]):
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
+        out.append("")
+    except OSError as exc:
+        out.append(exc.strerror or type(exc).__name__)
+answer({"unreadable": out})
+'''
 
 
 class Interpreter(NamedTuple):
-    version: Tuple[int, int, int]
+    version: Tuple[int, int, int]  # micro -1: not known
     free_threaded: bool
     executable: str
-    runtime_from: str  # the folder the agent puts first on sys.path to import patchkit ("" : the job's own)
+    runtime_from: str  # the folder the agent puts first on sys.path to import patchkit
 
     @property
     def shown(self) -> str:
-        return "Python " + ".".join(map(str, self.version)) + (" (free-threaded)" if self.free_threaded else "")
+        numbers = self.version if self.version[2] >= 0 else self.version[:2]
+        return "Python " + ".".join(map(str, numbers)) + (" (free-threaded)" if self.free_threaded else "")
 
 
-def _as_user(proc: Process) -> Dict[str, object]:
-    """subprocess arguments that run a command as the process's own user (only root can switch)."""
-    if os.geteuid() != 0 or proc.uid == 0:
-        return {}
-    return {"user": proc.uid, "group": proc.gids[0] if proc.gids else proc.uid, "extra_groups": list(proc.groups)}
+def ids(proc: Process) -> Optional[sandbox.Ids]:
+    """The process's user, as the helper runs (None: root's job, nothing to drop)."""
+    if proc.uid == 0:
+        return None
+    return sandbox.Ids(proc.uid, proc.gids[0] if proc.gids else proc.uid, tuple(proc.groups))
 
 
-def _run(proc: Process, exe: str, args, env: Dict[str, str], cwd: str) -> Dict[str, object]:
+def _as_user(proc: Process, code: str, args: Sequence[str], warm: Sequence[str] = ()) -> Dict[str, object]:
     try:
-        done = subprocess.run([exe, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60,
-                              **_as_user(proc))
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise AttachError(f"cannot run the job's interpreter {exe} as uid {proc.uid}: {exc}", where(proc.pid),
-                          "is the process a Python interpreter that this machine can start?") from None
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise AttachError(f"the job's interpreter {exe} did not answer as a Python does ({tail[:300]})",
-                          where(proc.pid), "attach works with CPython 3.10 and later") from None
+        return sandbox.run(code, args, ids(proc), warm=warm)
+    except sandbox.SandboxError as exc:
+        raise AttachError(f"patchkit's helper, run as uid {proc.uid} for process {proc.pid}, failed: "
+                          f"{printable(str(exc))}", where(proc.pid), "nothing was sent") from None
 
 
 def ask(proc: Process, lines: int, install: Optional[str] = None) -> Interpreter:
-    """What the job's interpreter is, and where it imports patchkit from; :class:`AttachError` when it cannot."""
+    """What the job's interpreter is, and that its user can import patchkit from ``install``; :class:`AttachError`
+    when not."""
     install = INSTALL if install is None else install
-    exe = proc.exe if os.path.isfile(proc.exe) else path(proc.pid, "exe")
-    first = _run(proc, exe, ["-I", "-S", "-c", CODE, install, str(lines)], {"PATH": os.defpath}, "/")
-    if first.get("implementation") != "cpython":
-        raise AttachError(f"process {proc.pid} runs {first.get('implementation')}, not CPython", where(proc.pid),
-                          "attach works with CPython 3.10 and later")
-    version = tuple(int(v) for v in first["version"])  # type: ignore[union-attr]
-    found = Interpreter(version, bool(first["free_threaded"]), exe, install)  # type: ignore[arg-type]
-    if "import_error" not in first:
-        return found
-    try:  # the job's own environment, from its own folder: where the job itself would import patchkit from
-        cwd = os.readlink(path(proc.pid, "cwd"))
-        second = _run(proc, exe, ["-c", CODE, "", str(lines)], environ(proc.pid), cwd)
-    except (OSError, AttachError):
-        second = {"import_error": "not tried"}
-    if "import_error" not in second:
-        return found._replace(runtime_from="")
-    raise AttachError(f"{found.shown} of process {proc.pid} (uid {proc.uid}) cannot import patchkit's runtime from "
-                      f"{install} ({first['import_error']}), nor from its own environment ({second['import_error']})",
-                      where(proc.pid), f"the runtime needs only the standard library: make {install} readable by "
-                      f"uid {proc.uid}, or install the same patchkit in the job's environment")
+    found = elfinfo.python_of(proc.pid, proc.exe)
+    python = Interpreter(found.version, found.free_threaded, proc.exe or found.file, install)
+    if python.version[:2] < (3, 10):
+        return python  # access.check refuses it with its own line
+    said = _as_user(proc, IMPORTS, [install, str(lines)], warm=RUNTIME)
+    error = said.get("import_error")
+    if error is None and isinstance(said.get("patchkit"), str):
+        return python
+    error = printable(error if isinstance(error, str) else "no answer")[:300]
+    raise AttachError(f"{python.shown} of process {proc.pid} (uid {proc.uid}) cannot import patchkit's runtime from "
+                      f"{install} ({error})", where(proc.pid),
+                      f"the runtime needs only the standard library: make {install} readable by uid {proc.uid} "
+                      "(a patchkit in the job's own environment is not looked for: attach never runs the job's "
+                      "interpreter or its files)")
+
+
+def unreadable(proc: Process, files: Sequence[str]) -> List[Tuple[str, str]]:
+    """(file, why) for each of ``files`` that the process's user cannot read (none for root's own job; none when
+    this command is not root: it runs as the job's own user, who planned on them)."""
+    if not files or ids(proc) is None or os.geteuid() != 0:
+        return []
+    said = _as_user(proc, READS, [json.dumps(list(files))]).get("unreadable")
+    if not isinstance(said, list) or len(said) != len(files) or not all(isinstance(s, str) for s in said):
+        raise AttachError(f"patchkit's helper, run as uid {proc.uid} for process {proc.pid}, gave no answer",
+                          where(proc.pid), "nothing was sent")
+    return [(f, why) for f, why in zip(files, said) if why]

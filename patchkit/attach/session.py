@@ -144,6 +144,7 @@ class Session:
             targets = [c.result() for c in checks]  # the first refusal is raised here: a process's comes first
         if planned is not None:
             raise planned
+        access.owners_read(targets, self.spec)
         self.attached = [Attached(t) for t in targets]
 
     def inject(self) -> None:
