@@ -56,6 +56,8 @@ def test_the_lines_leave_nothing_behind_and_never_raise(tmp_path, folder, versio
     done = run_snippet(PYTHONS[version], tmp_path, code)
     assert done.returncode == 0 and json.loads(done.stdout) == [], done.stderr
     assert "the request was withdrawn" in done.stderr
+    status = json.loads(Path(folder.out, "status.json").read_text())  # the attaching command stops waiting at once
+    assert status["state"] == "refused" and "withdrawn before this process ran it" in status["error"]
 
 
 def test_a_request_whose_hash_differs_is_not_run(tmp_path, folder):
@@ -87,6 +89,9 @@ def test_gdb_s_commands_check_every_symbol_before_changing_anything_and_never_ma
     t = access.Target(me(), None, "gdb", "/usr/bin/gdb")
     command = inject.gdb_command(t, "/x/inject.gdb")
     assert command.index("set auto-solib-add off") < command.index("-p")  # torch's symbols are never read
+    # set before anything runs in the job: interrupted mid-call, gdb gives the call up and the job never gets SIGINT
+    assert command.index("set unwindonsignal on") < command.index("-p")
+    assert command.index("handle SIGINT stop print nopass") < command.index("-p")
 
 
 @pytest.mark.parametrize("said,says", [
@@ -206,3 +211,35 @@ def test_the_job_s_own_ctrl_c_caught_inside_is_given_back_to_it(tmp_path, folder
     done = subprocess.run([sys.executable, "-c", program, str(tmp_path / "snippet.py")], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ""}, timeout=60)
     assert done.stdout.strip() == "given back", done.stderr
+
+
+APART = """#!/bin/sh
+d="$(dirname "$0")"
+cut -d' ' -f5,6 /proc/$$/stat > "$d/group-and-session"
+while [ ! -e "$d/go" ]; do sleep 0.05; done
+touch "$d/done"
+"""
+
+
+def test_the_3_14_sender_runs_apart_and_an_interrupt_waits_for_it_having_withdrawn_the_request(tmp_path, folder):
+    import _thread
+    import threading
+
+    sender = tmp_path / "python3.14"
+    sender.write_text(APART)
+    sender.chmod(0o755)
+
+    def ctrl_c():  # the sender ends only once the request is gone
+        _thread.interrupt_main()
+        for _ in range(6000):
+            if not os.path.exists(folder.request):
+                break
+            time.sleep(0.01)
+        (tmp_path / "go").touch()
+
+    threading.Timer(0.2, ctrl_c).start()
+    with pytest.raises(KeyboardInterrupt):
+        inject.send(access.Target(me(), None, "remote_exec", str(sender)), folder, "")
+    assert (tmp_path / "done").exists() and not os.path.exists(folder.request)
+    group, session = map(int, (tmp_path / "group-and-session").read_text().split())
+    assert group == session != os.getsid(0)  # its own session: no signal of this terminal's or group's reaches it

@@ -15,14 +15,22 @@ detaches.  The job was stopped for about half a second.  The page (4 KiB) stays 
 
 Through ``sys.remote_exec`` (:func:`through_remote_exec`): the lines are a file (0600, the job's user's)
 that an interpreter of the job's version runs ``sys.remote_exec(pid, file)`` on (PEP 768).
+
+Either tool runs apart from this command (:mod:`patchkit.attach.gdbrun`): no signal of its terminal or group
+reaches it; an interrupt withdraws the request and waits for the tool to leave the job; one past its time is
+interrupted, never killed mid-call first.  A request withdrawn before the job ran the lines: they say so, in
+the channel too (refused), and do nothing.  A KeyboardInterrupt the lines catch is the job's own Ctrl-C (no
+signal of this command's reaches the job: gdb has let go before they run, and never passes on the SIGINT it
+stops the job with), so it is given back to the job once they have returned, as the agent does.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-from typing import List
+from functools import partial
+from typing import List, Optional
 
+from patchkit.attach import gdbrun
 from patchkit.attach.access import Target
 from patchkit.attach.payload import Folder
 from patchkit.attach.process import AttachError, where
@@ -44,11 +52,13 @@ def _status(out, record):
         pass
 
 
-def _attach(path, digest, runtime_from, limit):
+def _attach(path, digest, runtime_from, limit, out):
     import hashlib, json, os, stat
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
+        _status(out, {"state": "refused", "pid": os.getpid(),
+                      "error": "the request was withdrawn before this process ran it"})
         sys.stderr.write("[patchkit] attach: the request was withdrawn before this process ran it; nothing done\n")
         return
     with os.fdopen(fd, "rb") as handle:
@@ -89,7 +99,8 @@ def _failed(out, exc):
 
 def bootstrap(f: Folder, runtime_from: str) -> str:
     """The lines the job runs: ASCII, no name left behind in ``__main__``, never an exception out of them."""
-    inner = BOOT + (f"\n\ntry:\n    _attach({ascii(f.request)}, {ascii(f.digest)}, {ascii(runtime_from)}, {LIMIT})\n"
+    inner = BOOT + (f"\n\ntry:\n    _attach({ascii(f.request)}, {ascii(f.digest)}, {ascii(runtime_from)}, {LIMIT}, "
+                    f"{ascii(f.out)})\n"
                     f"except BaseException as exc:\n    _failed({ascii(f.out)}, exc)\n")
     return f"try:\n    exec({ascii(inner)}, {{'__name__': 'patchkit_attach'}})\nexcept BaseException:\n    pass\n"
 
@@ -121,12 +132,26 @@ def _private(path: str, data: bytes) -> None:
         handle.write(data)
 
 
+def _withdraw(f: Folder) -> None:
+    """On an interrupt, while gdb is still in the job: the request goes, gdb's own files stay, so gdb ends as it
+    would have and the lines it queues find nothing, say so in the channel, and do nothing."""
+    try:
+        os.unlink(f.request)
+    except FileNotFoundError:
+        pass
+
+
 def gdb_command(t: Target, script: str) -> List[str]:
-    return [t.tool, "-nx", "-batch", "-iex", "set auto-load off", "-iex", "set auto-solib-add off",
-            "-iex", "set debuginfod enabled off", "-p", str(t.proc.pid), "-x", script, "-ex", "detach", "-ex", "quit"]
+    """Set before gdb attaches: no file of the job's read, no symbols but those asked for; a call that a signal
+    stops is given up with the job's registers put back, and the SIGINT gdb stops the job with is never passed on
+    (:mod:`patchkit.attach.gdbrun` interrupts gdb so when it must leave)."""
+    return [t.tool, "-nx", "-batch", "-iex", "set confirm off", "-iex", "set auto-load off",
+            "-iex", "set auto-solib-add off", "-iex", "set debuginfod enabled off", "-iex", "set unwindonsignal on",
+            "-iex", "handle SIGINT stop print nopass", "-p", str(t.proc.pid), "-x", script,
+            "-ex", "detach", "-ex", "quit"]
 
 
-def through_gdb(t: Target, f: Folder, runtime_from: str, timeout: float = 120) -> None:
+def through_gdb(t: Target, f: Folder, runtime_from: str, timeout: Optional[float] = None) -> None:
     """Queue the bootstrap as a pending call of the job's interpreter; :class:`AttachError` if gdb could not."""
     code = bootstrap(f, runtime_from).encode("ascii") + b"\0"
     size = (len(code) + 4095) // 4096 * 4096
@@ -134,15 +159,11 @@ def through_gdb(t: Target, f: Folder, runtime_from: str, timeout: float = 120) -
     _private(code_file, code)
     _private(script, gdb_script(code_file, size).encode("utf-8"))
     try:
-        done = subprocess.run(gdb_command(t, script), capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, LC_ALL="C"), stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise AttachError(f"gdb did not finish within {timeout:g} s", where(t.proc.pid),
-                          "is the process stopped, or traced by another debugger?") from None
+        _, said = gdbrun.run(gdb_command(t, script), t.proc.pid, gdbrun.limit() if timeout is None else timeout,
+                             partial(_withdraw, f), "gdb", dict(os.environ, LC_ALL="C"))
     finally:
         for name in (code_file, script):
             os.unlink(name)
-    said = done.stdout + done.stderr
     if QUEUED in said:
         return
     raise gdb_error(t, said)
@@ -168,17 +189,18 @@ def gdb_error(t: Target, said: str) -> AttachError:
                        where(pid), "nothing was queued; run with --debug for gdb's whole output")
 
 
-def through_remote_exec(t: Target, f: Folder, runtime_from: str, timeout: float = 60) -> None:
-    """``sys.remote_exec(pid, file)`` from an interpreter of the job's version (Python 3.14+)."""
+def through_remote_exec(t: Target, f: Folder, runtime_from: str, timeout: Optional[float] = None) -> None:
+    """``sys.remote_exec(pid, file)`` from an interpreter of the job's version (Python 3.14+), run apart as gdb is."""
     script = os.path.join(f.base, f"boot-{f.id}.py")
     _private(script, bootstrap(f, runtime_from).encode("ascii"))
     if os.geteuid() == 0 and t.proc.uid != 0:
         os.chown(script, t.proc.uid, t.proc.gids[0] if t.proc.gids else t.proc.uid)
-    done = subprocess.run([t.tool, "-I", "-c", "import sys; sys.remote_exec(int(sys.argv[1]), sys.argv[2])",
-                           str(t.proc.pid), script], capture_output=True, text=True, timeout=timeout)
-    if done.returncode == 0:
+    code, said = gdbrun.run([t.tool, "-I", "-c", "import sys; sys.remote_exec(int(sys.argv[1]), sys.argv[2])",
+                             str(t.proc.pid), script], t.proc.pid, gdbrun.limit(60) if timeout is None else timeout,
+                            partial(_withdraw, f), "sys.remote_exec")
+    if code == 0:
         return
-    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    last = (said.strip().splitlines() or ["no output"])[-1]
     hint = "the job turned remote debugging off: start it without that" if "not enabled" in last else \
         "see `patchkit attach --help` on tracing rights" if "ermission" in last else "nothing was sent"
     raise AttachError(f"sys.remote_exec into process {t.proc.pid} failed: {last}", where(t.proc.pid), hint)

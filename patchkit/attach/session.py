@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from patchkit.attach import access, inject, payload
+from patchkit.attach import access, gdbrun, inject, payload
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.core import private
 from patchkit.core.errors import PatchkitError
@@ -156,7 +156,11 @@ class Session:
             inject.send(a.target, a.folder, a.target.python.runtime_from)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
-            errors = [e for e in pool.map(_caught(one), self.attached) if e is not None]
+            try:
+                errors = [e for e in pool.map(_caught(one), self.attached) if e is not None]
+            except KeyboardInterrupt:  # each gdb still in a job leaves it first (gdbrun.settle), then it goes on
+                gdbrun.settle(pool)
+                raise
         if errors:
             self.close()
             raise errors[0]

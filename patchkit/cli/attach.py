@@ -108,7 +108,7 @@ def _interrupts_as_keyboard():
 def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str], show_status: bool,
            timeout: float, root: Optional[str], backend: Optional[str], versions, as_json: bool = False,
            skip_empty: bool = False) -> None:
-    from patchkit.attach import flow, session as attach_session
+    from patchkit.attach import flow, gdbrun, session as attach_session
 
     args = list(args)
     if skip_empty:
@@ -135,6 +135,7 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
     if s.spec.get("version_note"):
         say(f"note: {printable(s.spec['version_note'])}")
     _interrupts_as_keyboard()
+    gdbrun.tell_with(say)  # the line that says an interrupt waits for gdb to leave a job
     said = Said(match)
     try:
         flow.run(s, said, timeout, match, on_waiting=still_waiting)
