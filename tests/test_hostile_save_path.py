@@ -39,7 +39,8 @@ print(json.dumps(runtime.report()))
 
 
 def run_job(cwd, save_path):
-    """A real root job driving the runtime with the torch backend, in ``cwd``: (exit status, report, [patchkit] lines)."""
+    """A real root job driving the runtime with the torch backend, in ``cwd``: (exit status, report, its [patchkit]
+    lines, its stderr)."""
     done = subprocess.run([sys.executable, "-c", JOB, str(save_path)], cwd=cwd, capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
     said = [ln for ln in done.stderr.splitlines() if ln.startswith("[patchkit]")]
@@ -118,6 +119,7 @@ def test_attach_to_a_job_in_a_shared_folder_refuses_her_folder_and_puts_the_code
         assert done.returncode == 0, done.stderr
         (status,) = json.loads(done.stdout)
         assert status["state"] == "restored" and status["original_code"] is True, status
+        assert status["why"] == "the capture ended with an error before any window"  # not "the window closed"
         (capture,) = status["captures"]
         assert capture["recorded"] == [] and "is refused" in capture["error"], capture
         final, err = job.finish()

@@ -232,6 +232,14 @@ class Attachment:
                                 targets=self.targets, steps=self.spec["steps"], captures=captures,
                                 functions=sum(len(s.functions) for s in self.swaps), **extra))
 
+    def over_why(self):
+        """Why the capture is over: its window closed, or it ended with an error before recording any (a refused
+        save folder, a profiler that failed to start: the error is in its capture's report)."""
+        mine = [r for r in self.runtime_report() if r["key"].partition("/")[0] == self.recipe]
+        if any(r["error"] for r in mine) and not any(r["recorded"] for r in mine):
+            return "the capture ended with an error before any window"
+        return "the window closed"
+
     def runtime_report(self):
         try:
             from patchkit import runtime
@@ -255,7 +263,7 @@ class Attachment:
             if state == "running" and self.state == "attached":
                 self.report("recording")
             if state == "over":
-                return self.restore("the window closed" if not self.detach_why else self.detach_why)
+                return self.restore(self.detach_why or self.over_why())
             if not closing and self.channel.detach_asked():
                 self.detach_why = "detached" if os.path.isdir(self.channel.folder) else "the attaching command ended"
                 closing = True
