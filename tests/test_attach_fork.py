@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -192,7 +193,7 @@ def test_a_fork_mid_window_gets_the_original_code_and_never_drives_the_parent_s_
     assert inner.__code__ is not original and agent.ACTIVE  # the parent's attachment is untouched
     for i in range(1, 5):
         trainer.step_logged(i)
-    s = wait_state(spec, "restored")
+    s = wait_clean(spec)
     assert s["captures"][0]["recorded"] == [[0, 3]] and inner.__code__ is original
     assert len(list((tmp_path / "traces").glob("*.pt.trace.json"))) == 1
     assert "in the child" not in capfd.readouterr().err
@@ -223,7 +224,19 @@ def test_a_fork_while_another_thread_holds_the_runtime_s_lock_does_not_hang_the_
         thread.join(60)
     assert got == {"ok": [True, True]}, got
     Path(spec["channel"], "detach").touch()
-    wait_state(spec, "restored")
+    wait_clean(spec)
+
+
+def wait_clean(spec):
+    """The status once the attachment is gone for good (its last word: its name out of the module, ACTIVE left), so
+    that the next test's attach of the same recipe meets nothing of it."""
+    s = wait_state(spec, "restored")
+    for _ in range(600):
+        if s.get("clean"):
+            return s
+        time.sleep(0.05)
+        s = status(spec)
+    pytest.fail(f"the attachment did not finish: {s}")
 
 
 def test_the_hook_is_registered_once_and_does_nothing_with_nothing_attached(monkeypatch):

@@ -304,7 +304,8 @@ class Attachment:
         for module in self.modules:
             if vars(module).get(RUNTIME) is self.runtime:
                 del vars(module)[RUNTIME]
-        ACTIVE.pop(self.recipe, None)
+        if ACTIVE.get(self.recipe) is self:  # (a test's fixture may have let another attach of the recipe in)
+            del ACTIVE[self.recipe]
         self.report("restored", why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
         say(f"{self.recipe}: {why}; the job's own code is back ({', '.join(self.targets)})")
 
