@@ -168,6 +168,7 @@ def test_a_profiler_that_fails_to_start_leaves_the_job_running_its_own_code(job,
     trainer.step_logged(1)
     s = wait_state(spec, "restored")
     assert inner.__code__ is original and trainer.done == 2 and s["original_code"] is True
+    assert s["why"] == "the capture ended with an error before any window"
     assert "no profiler here" in capsys.readouterr().err
 
 

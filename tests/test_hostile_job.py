@@ -76,8 +76,9 @@ def test_the_captures_index_is_not_written_into_another_user_s_state_folder(stra
 def test_a_manifests_folder_that_is_another_user_s_link_takes_no_manifest(stranger, roots_folder, clean_runtime,
                                                                           capsys):
     torch = pytest.importorskip("torch")
-    out = stranger.sticky / "outputs"  # a shared outputs folder the stranger made
-    stranger.run("mkdir", "-m", "777", str(out))
+    out = stranger.sticky / "outputs"  # a shared outputs folder anyone may write, sticky as /tmp is (a folder the
+    out.mkdir()  # stranger made takes no trace at all: tests/test_hostile_save_path.py)
+    out.chmod(0o1777)
     stranger.run("ln", "-s", str(roots_folder), str(out / manifest.FOLDER))
     clean_runtime.configure("m", **settings(out, wait=0, warmup=0, active=1))
     x = torch.randn(4, 4)

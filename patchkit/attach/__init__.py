@@ -20,4 +20,5 @@ Inside the job (standard library and :mod:`patchkit.runtime` only; an import-lin
 - :mod:`.agent`: checks, swaps in, watches, swaps back.
 - :mod:`.swap`: the live functions behind their decorators, their code objects swapped and swapped back.
 - :mod:`.decorate`: a recipe's decorators put where the job holds each decorated function, and taken off.
+- :mod:`.fork`: a child forked while attached gets the job's own code back and records nothing.
 """

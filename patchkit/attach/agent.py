@@ -13,7 +13,8 @@ A daemon thread then watches, every :data:`POLL` seconds: when the recipe's capt
 closed, or it never starts here: not a listed rank), when ``detach`` appears in the channel or the channel
 goes (the attaching command ended), it swaps the originals back, and removes ``_patchkit_runtime`` once no
 frame runs instrumented code.  A detach asked mid-window ends the capture at its next step, in its own
-thread, so the window is flushed (:func:`patchkit.runtime.close`).  Standard library only.
+thread, so the window is flushed (:func:`patchkit.runtime.close`).  A child forked while attached gets the job's
+own code back and records nothing (:mod:`patchkit.attach.fork`).  Standard library only.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ import threading
 import time
 
 from patchkit.attach.decorate import plan_wraps
+from patchkit.attach.fork import ACTIVE, end_in_child, watch_forks
 from patchkit.attach.swap import CodeType, Refused, functions_in, in_flight, plan_swaps, scope_name
 
 POLL = 0.05
 RUNTIME = "_patchkit_runtime"
-ACTIVE = {}  # recipe id -> its Attachment, while attached in this process
 STATUS, DETACH = "status.json", "detach"
 
 
@@ -188,7 +189,10 @@ class Attachment:
         exec(compile(self.spec["header"], "<patchkit attach header>", "exec", dont_inherit=True), space)
         if space.get(RUNTIME) is not runtime:
             raise Refused("the recipe's header did not configure patchkit.runtime")
-        done = []
+        done = self.swaps  # filled as each goes in: a child forked meanwhile (another thread) puts these back
+        self.runtime = runtime
+        watch_forks()
+        ACTIVE[self.recipe] = self
         try:
             for module, swaps in checked:
                 vars(module)[RUNTIME] = runtime
@@ -200,10 +204,9 @@ class Attachment:
             self.undo(done)
             for module in self.modules:
                 vars(module).pop(RUNTIME, None)
+            ACTIVE.pop(self.recipe, None)
             raise
-        self.swaps, self.runtime = done, runtime
         self.attached_at = time.time()
-        ACTIVE[self.recipe] = self
         frames = sys._current_frames()  # a call in progress keeps its code: the window opens at the next call
         running = sorted({s.scope for s in done if hasattr(s, "old") and in_flight((s.old,), frames)})
         self.report("attached", running=running)
@@ -229,6 +232,14 @@ class Attachment:
                                 targets=self.targets, steps=self.spec["steps"], captures=captures,
                                 functions=sum(len(s.functions) for s in self.swaps), **extra))
 
+    def over_why(self):
+        """Why the capture is over: its window closed, or it ended with an error before recording any (a refused
+        save folder, a profiler that failed to start: the error is in its capture's report)."""
+        mine = [r for r in self.runtime_report() if r["key"].partition("/")[0] == self.recipe]
+        if any(r["error"] for r in mine) and not any(r["recorded"] for r in mine):
+            return "the capture ended with an error before any window"
+        return "the window closed"
+
     def runtime_report(self):
         try:
             from patchkit import runtime
@@ -252,7 +263,7 @@ class Attachment:
             if state == "running" and self.state == "attached":
                 self.report("recording")
             if state == "over":
-                return self.restore("the window closed" if not self.detach_why else self.detach_why)
+                return self.restore(self.detach_why or self.over_why())
             if not closing and self.channel.detach_asked():
                 self.detach_why = "detached" if os.path.isdir(self.channel.folder) else "the attaching command ended"
                 closing = True
@@ -260,6 +271,19 @@ class Attachment:
                     if self.capture_state() != "running":  # close() refuses new starts: none can begin now
                         return self.restore(self.detach_why)
                 self.report("closing")
+
+    def forked(self, parent):
+        """In a child forked while attached (:func:`in_child`): the job's own code back, the recipe over here; what
+        could not be put back, as a list of short texts."""
+        failed = []
+        for swap in reversed(self.swaps):
+            try:
+                swap.undo()
+            except Exception as exc:  # noqa: BLE001 - the others still go back
+                failed.append(f"{swap.scope}: {type(exc).__name__}: {exc}")
+        end_in_child(self.recipe, f"forked from {parent} while patchkit attach had {self.recipe} there; this process "
+                                  "runs its own code")
+        return failed
 
     def undo(self, swaps):
         for swap in reversed(swaps):
@@ -280,7 +304,9 @@ class Attachment:
         for module in self.modules:
             if vars(module).get(RUNTIME) is self.runtime:
                 del vars(module)[RUNTIME]
-        ACTIVE.pop(self.recipe, None)
+        if ACTIVE.get(self.recipe) is self:  # (a test's fixture may have let another attach of the recipe in)
+            del ACTIVE[self.recipe]
         self.report("restored", why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
         say(f"{self.recipe}: {why}; the job's own code is back ({', '.join(self.targets)})")
+
 

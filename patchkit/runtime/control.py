@@ -3,7 +3,8 @@
 Everything here runs under the process state's lock.  Whether a key may start is
 decided here: its recipe was configured and not refused, its settings are
 valid, this rank and its replica are listed, no other capture (ours or a foreign profiler) is
-running.  Standard library only; the backend imports torch / torch_npu when a
+running, and its save folder is reached through no folder or link another user controls (the state folder's
+rule, :func:`save_folder_problem`).  Standard library only; the backend imports torch / torch_npu when a
 capture is built.
 """
 
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import atexit
 import os
+import stat
 import sys
 import threading
 
 from patchkit.runtime.capture import Capture
 from patchkit.runtime.process import (
-    captures, checked, closing, fail, finished, lock, once, quick, recipe_of, refused, say, settings, state, strict,
+    captures, checked, closing, fail, finished, lock, once, quick, recipe_of, refused, retire, say, settings, state,
+    strict,
 )
 
 __all__ = ["call", "bad_key", "at_exit", "close"]
@@ -176,19 +179,88 @@ def try_start(key):
         asked = ondemand.take(key)
         s = dict(s, trigger="schedule", steps=tuple(range(asked[1])))
         answer = ondemand.answerer(key, asked[0])
-    elif s["repeat"] == 0:
-        say(f"{key}: schedule.repeat=0 records a window every {s['wait'] + s['warmup'] + s['active']} steps "
-            "until the process exits: the data grows without bound")
     cap = Capture(key, s, here)
     cap.answer = answer
     captures[key] = cap
     state["active"] = key
     cap.program = backends.build(s, key)  # imports torch / torch_npu
+    why = save_folder_problem(cap.program.trace_dir)  # before its code makes or writes anything there
+    if why:
+        return refuse_capture(key, cap, why)
+    if s["repeat"] == 0:
+        say(f"{key}: schedule.repeat=0 records a window every {s['wait'] + s['warmup'] + s['active']} steps "
+            "until the process exits: the data grows without bound")
     if not state["atexit"]:
         state["atexit"] = True
         atexit.register(at_exit)
     quick[key] = cap.quick_step
     cap.begin()
+
+
+def save_folder_problem(trace_dir):
+    """Why a capture may not write into its save folder, ``trace_dir`` (naming the folder, its owner and what to
+    do); "" if it may.
+
+    The save path, made absolute against the job's working folder, is reached as the state folder is
+    (:func:`patchkit.core.folders.open_folder`): every folder on the way and the save folder itself the job's user's
+    (its effective uid) or root's, writable by nobody else unless sticky, and no link another user controls on the
+    way; the folders missing below a good one are made (0755, the job's user's).  So a relative save path in a shared
+    sticky working folder never puts root's traces into a folder another user made.  Any other error (a folder the
+    job cannot make) is left to the backend's own code, which says it as before.
+    """
+    if not trace_dir:  # written by an outside tool (nsys): no folder of ours
+        return ""
+    from patchkit.core.folders import Untrusted, open_folder
+
+    path = os.path.abspath(str(trace_dir))
+    try:
+        open_folder(path, None, create=True, mode=0o755).close()  # rule None: a folder on the way's, sticky allowed
+    except Untrusted as exc:
+        if not_ours(exc.path):  # a file where a folder goes: the backend's code meets it and says so, as before
+            return ""
+        return (f"profiler.save_path {path} is refused: {exc.path} {exc.why} (owner: {owner_name(exc.path)}): "
+                "another user could read, replace or redirect what is written there; use a save path in a folder "
+                "you own (or root owns)")
+    except OSError:
+        return ""
+    return ""
+
+
+def not_ours(path):
+    """Whether ``path`` is a plain file (or device, ...): neither a folder nor a link, so no other user's doing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
+
+
+def owner_name(path):
+    """The name of the user owning ``path`` (a link itself, not where it leads), else its uid, else "unknown"."""
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return "unknown"
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
+def refuse_capture(key, cap, why):
+    """``key`` records nothing in this process, said in one line; never raised (not even in strict mode: it is the
+    job's neighbour's doing, not a fault); its report and a window `patchkit capture` asked for say why."""
+    cap.error = why
+    cap.ended = True
+    if cap.answer is not None:
+        try:
+            cap.answer(error=why)
+        except Exception:
+            pass
+    retire(key, cap)
+    say(f"{key}: not recording: {why}; nothing is written there, the job runs on")
 
 
 def close(recipe_id, why):
