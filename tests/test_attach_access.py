@@ -181,7 +181,9 @@ def test_a_file_the_job_s_user_cannot_read_refuses_that_process(monkeypatch):
     monkeypatch.setattr(access, "unreadable", unreadable)
     t = access.Target(fake(), Interpreter((3, 11, 2), False, "/usr/bin/python3.11", ""), "gdb", "gdb")
     spec = {"modules": [{"file": "/site/a.py"}, {"file": "/site/b.py"}]}
-    with pytest.raises(AttachError, match="the job's user uid 1000 cannot read /site/b.py") as err:
-        access.owners_read([t, t._replace(proc=fake()._replace(pid=43))], spec)
-    assert "only what its owner may read" in str(err.value) and "--root" in err.value.hint
+    refused = access.owners_read([t, t._replace(proc=fake()._replace(pid=43))], spec)
+    assert sorted(refused) == [t.proc.pid, 43]  # each process of that user is refused, by pid
+    err = refused[43]
+    assert "the job's user uid 1000 cannot read /site/b.py" in str(err)
+    assert "only what its owner may read" in str(err) and "--root" in err.hint
     assert asked == [(1000, ("/site/a.py", "/site/b.py"))]  # one question per user

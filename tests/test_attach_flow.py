@@ -5,6 +5,7 @@ over, and the capture folders are noted in this home's index."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -117,3 +118,65 @@ def test_without_a_listener_the_wait_has_no_time_limit():
     s = Slow(quiet=0)
     flow.run(s, None, 5)
     assert s.calls[-1] == ("wait", None)
+
+
+def _owned_by(a, uid):
+    a.target = SimpleNamespace(proc=SimpleNamespace(uid=uid))
+    return a
+
+
+NO_ANSWER = ("no answer", {"error": "it ran no Python for 5 s"})
+
+
+def test_with_match_a_process_that_does_not_answer_is_passed_over_and_the_others_recorded():
+    s, told = Session(("attached", {}), NO_ANSWER), []
+    flow.run(s, lambda a: told.append((a.pid, a.state)), 5, match="job")
+    assert [a.state for a in s.attached] == ["restored", "no answer"] and flow.ended_well(s.attached[0])
+    assert flow.passed_over(s.attached[1], "job") and "detach" not in s.calls
+    assert flow.why_passed("no answer", "it ran no Python for 5 s").startswith("no answer: it ran no Python for 5 s")
+    with pytest.raises(AttachError, match="pid 101: no answer: it ran no Python for 5 s"):  # named by pid: refused
+        flow.run(Session(("attached", {}), NO_ANSWER), None, 5)
+
+
+@pytest.mark.parametrize("state", ["refused", "failed", "gone"])
+def test_with_match_another_user_s_process_never_stops_the_command_but_one_of_your_own_does(state):
+    answer = (state, {"error": "it said so"})
+    s = Session(("attached", {}), answer)
+    _owned_by(s.attached[1], os.geteuid() + 1)
+    flow.run(s, None, 5, match="job")
+    assert flow.passed_over(s.attached[1], "job") and flow.ended_well(s.attached[0])
+    assert flow.why_passed(state, "it said so") == f"{state}: it said so"
+    mine = Session(("attached", {}), answer)
+    _owned_by(mine.attached[1], os.geteuid())
+    with pytest.raises(AttachError, match=f"pid 101: {state}: it said so"):  # the ranks of one job: all or none
+        flow.run(mine, None, 5, match="job")
+    assert mine.calls[-2:] == ["detach", "close"]
+
+
+def test_when_match_passed_over_every_process_each_is_named_and_every_one_comes_out():
+    from patchkit.attach.passover import Passed, PassedOver
+
+    s = Session(NO_ANSWER, LAUNCHER)
+    s.passed = [Passed(9, "sleep 600", AttachError("process 9 is not a Python interpreter (it runs /usr/bin/sleep)"))]
+    with pytest.raises(PassedOver) as exc:
+        flow.run(s, None, 5, match="job")
+    assert exc.value.message.startswith("every process matched was passed over: pid 9: process 9 is not a Python "
+                                        "interpreter (it runs /usr/bin/sleep); pid 100: no answer: it ran no Python "
+                                        "for 5 s (")
+    assert exc.value.message.endswith("; pid 101: the job has not imported pkjob.train (yet?)")
+    assert s.calls[-2:] == ["detach", "close"] and ("wait", None) not in s.calls
+
+
+class Unsent(Session):
+    """The code could not be sent to the second process (gdb failed there): inject says it failed, with --match."""
+
+    def inject(self):
+        super().inject()
+        self.attached[1].state, self.attached[1].status = "failed", {"error": "gdb could not queue the code"}
+
+
+def test_a_process_the_code_could_not_be_sent_to_is_told_and_with_match_passed_over_when_another_user_s():
+    s, told = Unsent(("attached", {}), ("attached", {})), []
+    _owned_by(s.attached[1], os.geteuid() + 1)
+    flow.run(s, lambda a: told.append((a.pid, a.state)), 5, match="job")
+    assert told[0] == (101, "failed") and flow.passed_over(s.attached[1], "job") and flow.ended_well(s.attached[0])

@@ -96,3 +96,35 @@ def test_machine_names_this_kernel_s_boot_and_pid_namespace():
     child = subprocess.run([sys.executable, "-c", "from patchkit.attach.process import machine; print(machine())"],
                            capture_output=True, text=True, check=True)
     assert child.stdout.strip() == here  # another process of this machine says the same
+
+
+def _state_of(pid: int, letter: str) -> process.Process:
+    """The process, once /proc says it is in the state ``letter``; a guard against a hang, not a measurement."""
+    for _ in range(600):
+        p = process.read(pid)
+        if p.state == letter:
+            return p
+        time.sleep(0.05)
+    pytest.fail(f"process {pid} never came to state {letter}")
+
+
+def test_a_stopped_process_is_read_as_stopped_and_refused_until_it_runs_again(sleeper):
+    import signal
+
+    proc, _token = sleeper
+    assert not _state_of(proc.pid, "S").stopped
+    process.refuse_stopped(process.read(proc.pid))  # asleep in a call: not stopped
+    os.kill(proc.pid, signal.SIGSTOP)
+    stopped = _state_of(proc.pid, "T")
+    assert stopped.stopped and stopped.tracer == 0
+    with pytest.raises(AttachError) as exc:
+        process.refuse_stopped(stopped)
+    assert exc.value.message == (f"process {proc.pid} is stopped (state T: SIGSTOP, or Ctrl-Z in its terminal): it "
+                                 "runs no Python until it is continued")
+    assert exc.value.hint == f"attach once it runs again (`kill -CONT {proc.pid}` continues it)"
+    assert _state_of(proc.pid, "T").stopped  # reading and refusing leave it stopped
+    os.kill(proc.pid, signal.SIGCONT)
+    assert not _state_of(proc.pid, "S").stopped
+    held = stopped._replace(state="t")  # stopped by a tracer
+    with pytest.raises(AttachError, match="is stopped by a debugger"):
+        process.refuse_stopped(held)

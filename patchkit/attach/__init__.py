@@ -12,6 +12,8 @@ The attaching side, in the command's process:
 - :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
 - :mod:`.gdbrun`: gdb (or the sender) run apart from this command's terminal and signals, let go of the job cleanly.
 - :mod:`.session`: ``attach``, ``detach`` and ``attach --status`` as an API.
+- :mod:`.passover`: ``--match`` among strangers: a process that a check of its own refuses (not Python, stopped...)
+  is passed over with why, not the whole command.
 - :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and
   each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
 

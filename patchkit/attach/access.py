@@ -172,11 +172,13 @@ def check(pid: int, lines: int, install: Optional[str] = None) -> Target:
     return Target(proc, python, "gdb", gdb)
 
 
-def owners_read(targets: Sequence[Target], spec: Dict[str, Any]) -> None:
+def owners_read(targets: Sequence[Target], spec: Dict[str, Any]) -> Dict[int, AttachError]:
     """Each process's user can read every file whose instrumented text its request carries (root's own jobs need no
-    check): a process is handed only what its owner may read.  :class:`AttachError` naming the first file."""
+    check): a process is handed only what its owner may read.  The refusal of each process whose user cannot, by
+    pid, naming the first such file (none: every one may)."""
     files = [str(m["file"]) for m in spec.get("modules", ())]
     asked: Dict[Any, Optional[Tuple[str, str]]] = {}
+    refused: Dict[int, AttachError] = {}
     for t in targets:
         key = ids(t.proc)
         if key not in asked:
@@ -184,6 +186,8 @@ def owners_read(targets: Sequence[Target], spec: Dict[str, Any]) -> None:
             asked[key] = found[0] if found else None
         if asked[key] is not None:
             name, why = asked[key]
-            raise AttachError(f"the job's user uid {t.proc.uid} cannot read {name} ({why}): attach hands a process "
-                              "only what its owner may read; nothing was sent", where(t.proc.pid),
-                              f"let uid {t.proc.uid} read it, or plan on a copy that user can read (--root)")
+            refused[t.proc.pid] = AttachError(
+                f"the job's user uid {t.proc.uid} cannot read {name} ({why}): attach hands a process only what its "
+                "owner may read; nothing was sent", where(t.proc.pid),
+                f"let uid {t.proc.uid} read it, or plan on a copy that user can read (--root)")
+    return refused

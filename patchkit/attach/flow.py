@@ -4,7 +4,8 @@ and each node of ``patchkit attach --ray`` runs it on its own (:mod:`patchkit.cl
 :func:`run` gets into every process a prepared :class:`~patchkit.attach.session.Session` holds, and waits until
 each window has closed; a process that refused, failed or did not answer makes every process come out again
 before anything is recorded.  With ``--match``, a process that does not run the recipe's code (a launcher such as
-torchrun's, which imports no training module) is passed over rather than refused: :func:`passed_over`.
+torchrun's, which imports no training module), that did not take the code in time (its main thread blocked in a
+call), or another user's that refused, failed or ended is passed over rather than refused: :func:`passed_over`.
 :func:`ended_well` says whether a process gave the job its own code back; :func:`note_folders` adds the capture
 folders to this home's index, so ``patchkit traces`` finds them.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Callable, List, Optional
 
+from patchkit.attach.passover import nothing_left
 from patchkit.attach.process import AttachError
 from patchkit.attach.session import Attached, Session
 from patchkit.core.errors import PatchkitError
@@ -24,8 +26,26 @@ FAILED = ("refused", "failed", "no answer", "gone")
 
 
 def passed_over(a: Attached, match: Optional[str]) -> bool:
-    """With ``match`` (``--match``), a process that has not imported the recipe's module is passed over."""
-    return bool(match) and SKIPPED in str(a.status.get("error"))
+    """With ``match`` (``--match``), a process that has not imported the recipe's module, did not answer within the
+    timeout, or is another user's and refused, failed or ended before it was in (it may say anything it likes:
+    no other user's process stops the command) is passed over.  A process of this user's own that refused,
+    failed or ended still brings every process out: the ranks of one job record together, or none does."""
+    if not match or a.state not in FAILED:
+        return False
+    return a.state == "no answer" or SKIPPED in str(a.status.get("error")) or not _own(a)
+
+
+def _own(a: Attached) -> bool:
+    target = getattr(a, "target", None)
+    return target is None or target.proc.uid == os.geteuid()
+
+
+def why_passed(state: str, error: object) -> str:
+    """Why a process in ``state`` (its agent's ``error``) was passed over, as said on its line."""
+    if state == "no answer":
+        return (f"no answer: {error} (its main thread is blocked in a call, or stopped?); the request was withdrawn, "
+                "nothing changed")
+    return str(error) if state == "passed over" or SKIPPED in str(error) else f"{state}: {error}"
 
 
 def ended_well(a: Attached) -> bool:
@@ -41,15 +61,24 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
         remind: float = REMIND) -> None:
     """Get into every process of ``s`` (prepared), then wait until every window has closed.
 
-    A process that refused, failed, ended or did not take the code within ``timeout`` seconds (one ``match``
+    A process that refused, failed, ended or did not take the code within ``timeout`` seconds (those ``match``
     passes over aside), or none in at all: every process is asked out again, the request folders go, and
-    :class:`AttachError` names the first one and why; nothing stays changed.  ``on_change`` is told each process
+    :class:`AttachError` names the first one and why (:class:`~patchkit.attach.passover.PassedOver` each one,
+    when ``match`` passed over every process); nothing stays changed.  ``on_change`` is told each process
     whose state changed; ``on_waiting`` is told the processes whose window still waits for its first call, with
     the seconds waited, after ``remind`` seconds, then twice as long each time.  KeyboardInterrupt is left to the
     caller, which asks every process out (:meth:`Session.detach`)."""
     s.inject()
+    for a in s.attached:  # with --match, a process the code could not be sent to is said failed here
+        if a.state in FAILED and on_change is not None:
+            on_change(a)
     s.wait(on_change, timeout, until=IN)
     bad = [a for a in s.attached if a.state in FAILED and not passed_over(a, match)]
+    if not bad and not any(a.state in IN + ("restored",) for a in s.attached):  # --match passed over every one
+        s.detach(on_change)
+        s.close()
+        raise nothing_left([(p.pid, p.why) for p in getattr(s, "passed", ())] +
+                           [(a.pid, why_passed(a.state, a.status.get("error"))) for a in s.attached])
     if bad or not any(a.state in IN + ("restored",) for a in s.attached):
         s.detach(on_change)
         s.close()

@@ -44,6 +44,7 @@ class Process(NamedTuple):
     permitted: int
     name: str
     tracer: int = 0  # the pid of a debugger tracing it already (0: none)
+    state: str = ""  # /proc/PID/status's State letter: R running, S sleeping, T stopped, t stopped by a tracer...
 
     @property
     def uid(self) -> int:
@@ -52,6 +53,11 @@ class Process(NamedTuple):
     @property
     def command(self) -> str:
         return " ".join(self.argv)
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped (SIGSTOP, Ctrl-Z: ``T``; held by a tracer: ``t``): it runs no Python until it is continued."""
+        return self.state in ("T", "t")
 
 
 def path(pid: int, name: str) -> str:
@@ -90,7 +96,16 @@ def read(pid: int) -> Process:
     return Process(pid, _ints(status.get("Uid", "")), _ints(status.get("Gid", "")), _ints(status.get("Groups", "")),
                    int(status.get("PPid", "0")), exe[: -len(" (deleted)")] if deleted else exe, deleted, argv,
                    int(fields[19]), int(status.get("CapEff", "0"), 16), int(status.get("CapPrm", "0"), 16),
-                   status.get("Name", ""), int(status.get("TracerPid", "0") or 0))
+                   status.get("Name", ""), int(status.get("TracerPid", "0") or 0), status.get("State", "")[:1])
+
+
+def refuse_stopped(proc: Process) -> None:
+    """:class:`AttachError` when ``proc`` is stopped: its interpreter would run nothing sent to it, and gdb's attach
+    would wait on it or leave it as it found it only by chance."""
+    if proc.stopped:
+        how = "by a debugger (state t)" if proc.state == "t" else "(state T: SIGSTOP, or Ctrl-Z in its terminal)"
+        raise AttachError(f"process {proc.pid} is stopped {how}: it runs no Python until it is continued",
+                          where(proc.pid), f"attach once it runs again (`kill -CONT {proc.pid}` continues it)")
 
 
 def environ(pid: int) -> Dict[str, str]:

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from patchkit.attach import access, gdbrun, inject, payload
+from patchkit.attach.passover import Passed, checked, for_every_process, nothing_left
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.core import private
 from patchkit.core.errors import PatchkitError
@@ -129,26 +130,48 @@ class Session:
         self.attached: List[Attached] = []
         self.spec: Dict[str, Any] = {}
 
-    def prepare(self) -> None:
-        """Every check and the plan; :class:`AttachError` (or the plan's error) before anything is injected."""
+    passed: Sequence[Passed] = ()  # the processes prepare() passed over (--match), each with why
+    pass_over = False  # a --match session: one process's refusal passes that process over, not the command
+
+    def prepare(self, pass_over: bool = False) -> None:
+        """Every check and the plan; :class:`AttachError` (or the plan's error) before anything is injected.
+
+        ``pass_over`` (``--match``): a process refused by a check of its own (not Python, stopped, traced,
+        remote debugging turned off, its interpreter...) is passed over, in :attr:`passed` with why, and the
+        others go on; a refusal that is the same for every process (:func:`for_every_process`) and the plan's
+        still refuse the command, and :class:`PassedOver` names each process when none is left."""
         from patchkit.engine.lines import LINES
 
+        self.pass_over, self.passed = pass_over, []
         s = payload.settings(self.recipe, self.overrides, self.backend, self.steps)
         self.settings = s
         with ThreadPoolExecutor(max_workers=4) as pool:
-            checks = [pool.submit(access.check, pid, LINES, self.install) for pid in self.pids]
+            checks = [pool.submit(checked, pid, LINES, self.install) for pid in self.pids]
             try:
                 self.spec, planned = payload.request(s, self.steps, self.root, self.versions), None
             except PatchkitError as exc:
                 planned = exc
-            targets = [c.result() for c in checks]  # the first refusal is raised here: a process's comes first
+            found = [c.result() for c in checks]  # each a Target, or its refusal (Passed)
+        refused = [p.error for p in found if isinstance(p, Passed)]
+        refused = [e for e in refused if not pass_over or for_every_process(e)]
+        if refused:
+            raise refused[0]  # a process's comes first
         if planned is not None:
             raise planned
-        access.owners_read(targets, self.spec)
+        targets = [t for t in found if not isinstance(t, Passed)]
+        unread = access.owners_read(targets, self.spec)  # a process is handed only what its owner may read
+        if unread and not pass_over:
+            raise next(iter(unread.values()))
+        self.passed = [p for p in found if isinstance(p, Passed)] + [
+            Passed(t.proc.pid, t.proc.command, unread[t.proc.pid]) for t in targets if t.proc.pid in unread]
+        targets = [t for t in targets if t.proc.pid not in unread]
+        if self.passed and not targets:
+            raise nothing_left([(p.pid, p.why) for p in self.passed])
         self.attached = [Attached(t) for t in targets]
 
     def inject(self) -> None:
-        """Write each request and queue it; on a failure, withdraw every request and raise it."""
+        """Write each request and queue it; on a failure, withdraw every request and raise it (``--match``: that
+        process is said failed, its request withdrawn, and :func:`patchkit.attach.flow.run` decides)."""
         def one(a: Attached) -> None:
             a.folder = payload.folder(a.target.proc, self.spec, a.target.python.runtime_from)
             write_record(a, self.spec["recipe"])
@@ -157,13 +180,19 @@ class Session:
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             try:
-                errors = [e for e in pool.map(_caught(one), self.attached) if e is not None]
+                said = list(pool.map(_caught(one), self.attached))
             except KeyboardInterrupt:  # each gdb still in a job leaves it first (gdbrun.settle), then it goes on
                 gdbrun.settle(pool)
                 raise
-        if errors:
+        errors = [e for e in said if e is not None]
+        if errors and not self.pass_over:
             self.close()
             raise errors[0]
+        for a, e in zip(self.attached, said):  # --match: that process failed; flow.run passes it over, or not
+            if e is not None:
+                if a.folder is not None:
+                    payload.withdraw(a.folder)
+                a.state, a.status = "failed", {"error": e.message}
 
     def poll(self, on_change: Optional[Callable[[Attached], None]] = None) -> None:
         for a in self.attached:
@@ -284,3 +313,4 @@ def processes(pid: Optional[int], pids: Sequence[int], match: Optional[str]) -> 
                               "check with `ps -ef`; --match compares the whole command line")
         return found
     return [read(p) for p in ([pid] if pid is not None else []) + list(pids)]
+

@@ -33,8 +33,9 @@ def _steps_text(captures) -> str:
 
 class Said:
     """One line for each process whose state changed.  The line that names what was attached is said once, even
-    when the job was recording (or done) before it was looked at; with ``--match``, a process that does not run
-    the recipe's code is said to be passed over, not refused."""
+    when the job was recording (or done) before it was looked at; with ``--match``, a process passed over (it does
+    not run the recipe's code, did not answer, ...: :func:`patchkit.attach.flow.passed_over`) is said to be passed
+    over, with why, not refused."""
 
     def __init__(self, match: Optional[str] = None):
         self.match, self.told = match, set()
@@ -43,7 +44,7 @@ class Said:
         from patchkit.attach import flow
 
         if flow.passed_over(a, self.match):
-            return say(printable(f"pid {a.pid}: passed over: {a.status.get('error')}"))
+            return say(printable(f"pid {a.pid}: passed over: {flow.why_passed(a.state, a.status.get('error'))}"))
         if a.state in flow.IN + ("restored",) and a.pid not in self.told and a.status.get("targets"):
             self.told.add(a.pid)
             say(printable(process_line(a.pid, "attached", a.status)))
@@ -129,7 +130,9 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
     recipe, overrides = args[0], args[1:]
     procs = attach_session.processes(pid, wanted, match)
     s = attach_session.Session([p.pid for p in procs], recipe, overrides, backend, root, versions, steps)
-    s.prepare()
+    s.prepare(pass_over=bool(match))
+    for p in s.passed:  # --match: a process a check of its own refused (not Python, stopped, ...)
+        say(printable(f"pid {p.pid}: passed over: {p.why}; {printable(p.command)[:120]}"))
     for a in s.attached:
         say(f"pid {a.pid}: {a.target.python.shown}, in through {a.target.way}; {printable(a.target.proc.command)[:120]}")
     if s.spec.get("version_note"):
@@ -205,6 +208,7 @@ def on_every_node(address: str, args: Sequence[str], steps: int, pids: Optional[
 
 def _said_node(r) -> None:
     """A node's answer: its line, then one per process."""
+    from patchkit.attach.flow import why_passed
     from patchkit.cluster.attach import RECORDED
 
     message = " ".join(r.message.replace("\n  hint:", "; hint:").split())
@@ -214,7 +218,7 @@ def _said_node(r) -> None:
     say(printable(f"{r.node}  {r.state}" + (f": {message}" if message else "")))
     for p in r.processes:
         if p["passed_over"]:
-            line = f"pid {p['pid']}: passed over: {p['error']}"
+            line = f"pid {p['pid']}: passed over: {why_passed(p['state'], p['error'])}"
         elif p["state"] == "matched":
             line = f"pid {p['pid']}: matched, not attached; {p['command'][:120]}"
         else:
@@ -229,8 +233,8 @@ def _finish(s, as_json: bool) -> None:
     note_folders(s)
     if as_json:
         keep = ("state", "attached_at", "why", "captures", "error", "targets", "original_code", "steps", "running")
-        click.echo(json.dumps([dict({k: a.status.get(k) for k in keep}, pid=a.pid, state=a.state) for a in s.attached],
-                              indent=2))
+        click.echo(json.dumps([dict({k: a.status.get(k) for k in keep}, pid=a.pid, state=a.state) for a in s.attached]
+                              + [p.as_json() for p in s.passed], indent=2))
 
 
 def status(pid: int) -> None:

@@ -25,7 +25,7 @@ from patchkit.core.errors import PatchkitError
 
 RECORDED = "recorded"  # every process it attached gave the job its own code back, with its window recorded
 NOTHING_MATCHED = "nothing matched"  # no process of the node has TEXT in its command line
-NOTHING_TO_ATTACH = "nothing to attach"  # some matched, none runs the recipe's code (a launcher, a driver)
+NOTHING_TO_ATTACH = "nothing to attach"  # some matched, each passed over (a launcher, a driver, a decoy)
 REFUSED = "refused"  # a check or a process refused: nothing stays changed on the node
 INCOMPLETE = "incomplete"  # in, but some process did not end with its own code back (it ended, ...)
 DETACHED = "detached"  # Ctrl-C: every process was asked out
@@ -73,6 +73,7 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
     import ray
 
     from patchkit.attach import flow
+    from patchkit.attach.passover import PassedOver
     from patchkit.attach.process import machine, matching
     from patchkit.attach.session import Session
     from patchkit.core.manifest import home
@@ -90,7 +91,7 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
             return out
         s = Session([p.pid for p in found], job["recipe"], job["overrides"], job["backend"], job["root"],
                     tuple(job["versions"]), job["steps"])
-        s.prepare()
+        s.prepare(pass_over=True)  # a process a check of its own refuses is passed over, as on one machine
         flow.run(s, None, job["timeout"], match)
         well = all(flow.ended_well(a) for a in s.attached if not flow.passed_over(a, match))
         out.update(state=RECORDED if well else INCOMPLETE, message="" if well else "; ".join(
@@ -104,18 +105,18 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
             except KeyboardInterrupt:
                 out["message"] += " (not waited for: each job restores at its next step)"
     except PatchkitError as exc:
-        everyone_skipped = s is not None and s.attached and all(flow.passed_over(a, match) for a in s.attached)
+        everyone_skipped = isinstance(exc, PassedOver)
         out.update(state=NOTHING_TO_ATTACH if everyone_skipped else REFUSED,
-                   message=f"no process of the {len(s.attached)} matched runs the recipe's code" if everyone_skipped
-                   else exc.render() + "\n  nothing stays changed on this node")
+                   message=f"each of the {len(s.passed) + len(s.attached)} processes matched was passed over"
+                   if everyone_skipped else exc.render() + "\n  nothing stays changed on this node")
     except Exception as exc:  # the node's environment may be anything: report, never crash the driver
         out.update(state=FAILED, message=f"{type(exc).__name__}: {exc}")
     finally:
         if s is not None:
             s.close()
             flow.note_folders(s)
-            if s.attached:
-                out["processes"] = [_process(a, match) for a in s.attached]
+            if s.attached or s.passed:
+                out["processes"] = [_process(a, match) for a in s.attached] + [p.as_json() for p in s.passed]
     return out
 
 
