@@ -8,6 +8,8 @@ The attaching side, in the command's process:
   remote debugging turned off, the runtime).
 - :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.
 - :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
+- :mod:`.channel`: what the job's agent writes, read as a stranger's: typed, bounded, never followed or waited on.
+- :mod:`.sweep`: a request folder taken back from the job's user and removed, in bounded walks.
 - :mod:`.session`: ``attach``, ``detach`` and ``attach --status`` as an API.
 - :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and
   each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
