@@ -19,7 +19,7 @@ from typing import List, Tuple
 
 from patchkit.attach.channel import DIRECTORY, OUT, Unusable, open_base
 
-ENTRIES = 100_000  # a request folder holds three files
+ENTRIES = 1_000_000  # a request folder holds three files; hers, as many as she made before it was taken
 DEPTH = 10_000
 RETRIES = 1000  # a folder that is not empty when it is removed (its agent wrote into it meanwhile): listed again
 FOLDER = DIRECTORY | getattr(os, "O_NONBLOCK", 0)
@@ -97,22 +97,19 @@ def take(fd: int) -> None:
 
 
 def children(fd: int, budget: List[int]) -> List[str]:
-    """Every entry of the folder ``fd`` unlinked; the names of its folders."""
-    names = []
+    """Every entry of the folder ``fd`` unlinked as it is listed; the names of its folders."""
+    folders = []
     with os.scandir(fd) as entries:
         for entry in entries:
             budget[0] -= 1
             if budget[0] < 0:
                 raise Bound(f"more than {ENTRIES} entries")
-            names.append(entry.name)
-    folders = []
-    for name in names:
-        try:
-            os.unlink(name, dir_fd=fd)
-        except (IsADirectoryError, PermissionError):  # a folder (EISDIR; EPERM on some systems)
-            folders.append(name)
-        except FileNotFoundError:
-            pass
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except (IsADirectoryError, PermissionError):  # a folder (EISDIR; EPERM on some systems)
+                folders.append(entry.name)
+            except FileNotFoundError:
+                pass
     return folders
 
 
