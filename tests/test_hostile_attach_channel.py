@@ -34,9 +34,19 @@ RECIPE = "pkjob-logged"
 NEST = "import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nfor _ in range(int(sys.argv[2])):\n" \
        "    os.mkdir('d', dir_fd=fd)\n    inner = os.open('d', os.O_RDONLY, dir_fd=fd)\n    os.close(fd)\n" \
        "    fd = inner\n"
-FILL = "import os, sys, time\ni = 0\nwhile True:\n    try:\n" \
-       "        os.close(os.open(os.path.join(sys.argv[1], f'f{i}'), os.O_CREAT | os.O_WRONLY, 0o600))\n" \
-       "    except OSError:\n        time.sleep(0.01)\n    i += 1\n"
+FILL = textwrap.dedent("""\
+    import os, sys, time
+    out, stash, i = sys.argv[1], sys.argv[2], 0
+    while True:  # hard links to a file of hers: as fast as root unlinks them (a link count stops at 65000)
+        if i % 60000 == 0:
+            src = os.path.join(stash, f"src-{os.getpid()}-{i}")
+            open(src, "a").close()
+        try:
+            os.link(src, os.path.join(out, f"l-{os.getpid()}-{i}"))
+        except OSError:
+            time.sleep(0.001)
+        i += 1
+    """)
 SYSTEM = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"  # one she may run (root's is under /root)
 
 
@@ -148,9 +158,11 @@ def test_files_she_makes_while_the_channel_is_removed_do_not_keep_it(stranger, h
     for how in ("close", "detach"):
         f = channel_for(proc, gone)
         stranger.run(SYSTEM, "-c", NEST, f.out, "50")
-        filler = as_her(stranger, SYSTEM, "-c", FILL, f.out)
+        stash = stranger.sticky / f"stash-{how}"
+        stranger.run("mkdir", str(stash))
+        fillers = [as_her(stranger, SYSTEM, "-c", FILL, f.out, str(stash)) for _ in range(2)]
         try:
-            helpers.wait_for(lambda: len(os.listdir(f.out)) > 20, 60, filler)
+            helpers.wait_for(lambda: len(os.listdir(f.out)) > 1000, 60, fillers[0])
             if how == "close":
                 s = session.Session([proc.pid], RECIPE)
                 s.attached = [session.Attached(NS(proc=proc), f)]
@@ -160,8 +172,9 @@ def test_files_she_makes_while_the_channel_is_removed_do_not_keep_it(stranger, h
                 said_one_line(command("detach", proc.pid, "--timeout", "5"), proc.pid)
             assert left(proc.pid) == []  # before: rmtree 40 times, and the folder stayed
         finally:
-            filler.kill()
-            filler.wait()
+            for filler in fillers:
+                filler.kill()
+                filler.wait()
 
 
 class Answered(session.Session):
