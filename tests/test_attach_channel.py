@@ -148,5 +148,7 @@ def test_detach_is_a_new_private_file_and_a_channel_gone_needs_none(folder):
 def test_the_save_folder_is_the_recipe_s_resolved_against_the_job_s_working_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert channel.save_folder("out/traces", os.getpid()) == str(tmp_path / "out" / "traces")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "link")
+    assert channel.save_folder("link/t", os.getpid()) == str(tmp_path / "elsewhere" / "t")  # resolved now
     assert channel.save_folder("/abs/../t", os.getpid()) == "/t"
     assert channel.save_folder("", os.getpid()) == "" and channel.save_folder("x", 999999999) == ""

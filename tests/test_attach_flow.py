@@ -109,6 +109,10 @@ def test_a_trace_is_noted_only_inside_the_save_folder_resolved_and_a_file_of_the
     assert flow.trace_folders(status, str(save), os.geteuid()) == [str(save)]
     assert flow.trace_folders(status, str(save), os.geteuid() + 1) == []  # not a file of the job's user
     assert flow.trace_folders({"captures": [{"traces": ["/etc/passwd"]}]}, "/", 0) == []  # never all of /
+    (tmp_path / "moved").mkdir()
+    os.rename(save, tmp_path / "moved" / "save")
+    os.symlink("/etc", save)  # the folder named at injection leads elsewhere now: nothing of it is noted
+    assert flow.trace_folders({"captures": [{"traces": [f"{save}/passwd"]}]}, str(save), 0) == []
 
 
 def test_a_line_break_in_a_job_s_error_never_forges_a_line_of_the_error():

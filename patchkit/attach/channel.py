@@ -284,14 +284,16 @@ def ask_detach(base: str) -> str:
 
 
 def save_folder(save_path: str, pid: int) -> str:
-    """The folder ``save_path`` names for process ``pid``: itself when absolute, else under the process's working
-    folder (``/proc/PID/cwd``) now; "" when that cannot be read."""
+    """The folder ``save_path`` names for process ``pid``, resolved now (at injection): itself when absolute, else
+    under the process's working folder (``/proc/PID/cwd``); "" when that cannot be read."""
     if not save_path:
         return ""
-    if os.path.isabs(save_path):
-        return os.path.normpath(save_path)
-    try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
-        return ""
-    return os.path.normpath(os.path.join(cwd, save_path)) if os.path.isabs(cwd) else ""
+    if not os.path.isabs(save_path):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            return ""
+        if not os.path.isabs(cwd):
+            return ""
+        save_path = os.path.join(cwd, save_path)
+    return os.path.realpath(save_path)

@@ -83,12 +83,12 @@ def note_folders(s: Session) -> None:
 
 def trace_folders(status: Dict[str, Any], folder: str, uid: int) -> List[str]:
     """The folders of the traces ``status`` names that are this capture's: the trace, resolved, inside ``folder``
-    (the save folder this user named, resolved), a regular file of the job's user ``uid``.  Nothing else a job
-    says goes into this home's index."""
+    (the save folder this user named, resolved at injection: one that resolves elsewhere now takes nothing), a
+    regular file of the job's user ``uid``.  Nothing else a job says goes into this home's index."""
     from patchkit.core.confined import within
 
-    real = os.path.realpath(folder) if folder else ""
-    if not real or real == os.sep:
+    real = os.path.normpath(folder) if folder else ""
+    if not real or real == os.sep or os.path.realpath(real) != real:
         return []
     found: List[str] = []
     for c in status.get("captures") or []:
