@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from types import SimpleNamespace
+from types import SimpleNamespace as NS
 
 import pytest
 
@@ -82,11 +83,44 @@ def test_a_process_without_its_own_code_back_did_not_end_well():
 
 def test_the_capture_folders_are_noted_in_this_home_s_index(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest, "_noted", set())
-    s = SimpleNamespace(attached=[SimpleNamespace(status={"captures": [
-        {"traces": [str(tmp_path / "t" / "a.pt.trace.json")]}, "not a capture", {"traces": None}]}),
-        SimpleNamespace(status={})])
+    (tmp_path / "t" / "deeper").mkdir(parents=True)
+    for trace in ("a.pt.trace.json", "deeper/b.pt.trace.json"):
+        (tmp_path / "t" / trace).write_text("{}")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "c.pt.trace.json").write_text("{}")
+    me = NS(proc=NS(uid=os.geteuid()))
+    s = NS(attached=[NS(save_folder=str(tmp_path / "t"), target=me, status={"captures": [
+        {"traces": [str(tmp_path / "t" / "a.pt.trace.json"), str(tmp_path / "t" / "deeper" / "b.pt.trace.json"),
+                    str(tmp_path / "elsewhere" / "c.pt.trace.json"), str(tmp_path / "t" / "missing.json")]},
+        "not a capture", {"traces": None}]}),
+        NS(save_folder=str(tmp_path / "t"), target=me, status={}),
+        NS(save_folder="", target=me, status={"captures": [{"traces": [str(tmp_path / "elsewhere" / "c.pt.trace.json")]}]})])
     flow.note_folders(s)
-    assert manifest.indexed_folders() == [str(tmp_path / "t")]
+    assert manifest.indexed_folders() == [str(tmp_path / "t"), str(tmp_path / "t" / "deeper")]
+
+
+def test_a_trace_is_noted_only_inside_the_save_folder_resolved_and_a_file_of_the_job_s_user(tmp_path):
+    save = tmp_path / "save"
+    save.mkdir()
+    (save / "t.json").write_text("{}")
+    os.symlink("/etc", save / "out")
+    status = {"captures": [{"traces": ["/", "/etc/passwd", f"{save}/../save/t.json", f"{save}/out/passwd",
+                                       f"{save}/../../etc/passwd", "relative/t.json", str(save)]}]}
+    assert flow.trace_folders(status, str(save), os.geteuid()) == [str(save)]
+    assert flow.trace_folders(status, str(save), os.geteuid() + 1) == []  # not a file of the job's user
+    assert flow.trace_folders({"captures": [{"traces": ["/etc/passwd"]}]}, "/", 0) == []  # never all of /
+    (tmp_path / "moved").mkdir()
+    os.rename(save, tmp_path / "moved" / "save")
+    os.symlink("/etc", save)  # the folder named at injection leads elsewhere now: nothing of it is noted
+    assert flow.trace_folders({"captures": [{"traces": [f"{save}/passwd"]}]}, str(save), 0) == []
+
+
+def test_a_line_break_in_a_job_s_error_never_forges_a_line_of_the_error():
+    s = Session(("attached", {}), ("refused", {"error": "no\n  hint: run rm -rf / as root\x1b[2K"}))
+    with pytest.raises(AttachError) as exc:
+        flow.run(s, None, 5)
+    shown = exc.value.render().splitlines()
+    assert shown[0] == "pid 101: refused: no\\x0a  hint: run rm -rf / as root\\x1b[2K" and len(shown) == 2
 
 
 class Slow(Session):

@@ -104,3 +104,45 @@ def test_an_injection_that_fails_is_withdrawn_everywhere(tmp_path, monkeypatch):
     finally:
         job.kill()
         job.wait()
+
+
+def test_an_unreadable_status_fails_that_process_in_one_line_and_asks_it_out():
+    from types import SimpleNamespace
+
+    from patchkit.attach import payload
+    from patchkit.attach.process import read
+
+    me = read(os.getpid())
+    a = session.Attached(SimpleNamespace(proc=me), payload.folder(me, {"recipe": "r"}, ""))
+    a.state = "recording"
+    s = session.Session([me.pid], "r")
+    s.attached = [a]
+    with open(os.path.join(a.folder.out, "status.json"), "w") as handle:
+        handle.write('{"state": "recording", "x": ' + "[" * 10000 + "]" * 10000 + "}")  # before: RecursionError
+    told = []
+    s.poll(told.append)
+    assert told == [a] and a.state == "failed" and a.done
+    assert a.status["error"] == "the job wrote an unreadable status (nested more than 8 deep)"
+    assert os.path.isfile(os.path.join(a.folder.out, "detach"))
+    assert s.close() == [] and not os.path.exists(a.folder.base)
+
+
+@pytest.mark.skipif(bool(helpers.gdb_missing()), reason=helpers.gdb_missing() or "")
+def test_the_capture_s_folder_is_the_save_path_resolved_in_the_job_s_working_folder_at_injection(tmp_path,
+                                                                                                monkeypatch):
+    site = helpers.site(tmp_path)
+    (tmp_path / "cwd").mkdir()
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path / "cwd",
+                           env=dict(os.environ, PYTHONPATH=str(site)))
+    try:
+        time.sleep(0.5)
+        s = session.Session([job.pid], str(helpers.recipe(tmp_path, "logged")), ["profiler.save_path=rel/t"],
+                            root=str(site), steps=2)
+        s.prepare()
+        monkeypatch.setattr(session.inject, "send", lambda *a: None)
+        s.inject()
+        assert s.attached[0].save_folder == str(tmp_path / "cwd" / "rel" / "t")
+        s.close()
+    finally:
+        job.kill()
+        job.wait()

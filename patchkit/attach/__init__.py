@@ -11,6 +11,8 @@ The attaching side, in the command's process:
 - :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.
 - :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
 - :mod:`.gdbrun`: gdb (or the sender) run apart from this command's terminal and signals, let go of the job cleanly.
+- :mod:`.channel`: what the job's agent writes, read as a stranger's: typed, bounded, never followed or waited on.
+- :mod:`.sweep`: a request folder taken back from the job's user and removed, in bounded walks.
 - :mod:`.session`: ``attach``, ``detach`` and ``attach --status`` as an API.
 - :mod:`.passover`: ``--match`` among strangers: a process that a check of its own refuses (not Python, stopped...)
   is passed over with why, not the whole command.

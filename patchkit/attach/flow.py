@@ -7,18 +7,21 @@ before anything is recorded.  With ``--match``, a process that does not run the 
 torchrun's, which imports no training module), that did not take the code in time (its main thread blocked in a
 call), or another user's that refused, failed or ended is passed over rather than refused: :func:`passed_over`.
 :func:`ended_well` says whether a process gave the job its own code back; :func:`note_folders` adds the capture
-folders to this home's index, so ``patchkit traces`` finds them.
+folders to this home's index, so ``patchkit traces`` finds them: only those inside the folder root named for the
+capture (a job's status may name any path).  A job's text in an error is escaped onto one line.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional
+import stat
+from typing import Any, Callable, Dict, List, Optional
 
 from patchkit.attach.passover import nothing_left
 from patchkit.attach.process import AttachError
 from patchkit.attach.session import Attached, Session
 from patchkit.core.errors import PatchkitError
+from patchkit.core.printable import printable
 
 SKIPPED = "has not imported"  # the agent's refusal of a process that does not run the recipe's code
 IN = ("attached", "recording", "closing")  # the code is in: a window waits, is open, or is closing
@@ -83,7 +86,7 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
         s.detach(on_change)
         s.close()
         first = bad[0] if bad else s.attached[0]
-        raise AttachError(f"pid {first.pid}: {first.state}: {first.status.get('error')}", None,
+        raise AttachError(printable(f"pid {first.pid}: {first.state}: {first.status.get('error')}"), None,
                           "nothing stays changed in any process; fix the cause and attach again")
     waited = 0.0
     while not s.wait(on_change, remind if on_waiting else None):
@@ -95,13 +98,37 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
 
 
 def note_folders(s: Session) -> None:
-    """Each capture's folder, in this home's index too (the job noted it in its own, which may be another)."""
+    """Each capture's folder, in this home's index too (the job noted it in its own, which may be another): only
+    the folders of traces :func:`trace_folders` finds inside the folder this command named for the capture."""
     from patchkit.core import manifest
 
     for a in s.attached:
-        for c in a.status.get("captures", []) or []:
-            for trace in (c.get("traces", []) or []) if isinstance(c, dict) else []:
-                try:
-                    manifest.note_folder(os.path.dirname(str(trace)))
-                except (OSError, PatchkitError):
-                    pass
+        for folder in trace_folders(a.status, getattr(a, "save_folder", ""), a.target.proc.uid):
+            try:
+                manifest.note_folder(folder)
+            except (OSError, PatchkitError):
+                pass
+
+
+def trace_folders(status: Dict[str, Any], folder: str, uid: int) -> List[str]:
+    """The folders of the traces ``status`` names that are this capture's: the trace, resolved, inside ``folder``
+    (the save folder this user named, resolved at injection: one that resolves elsewhere now takes nothing), a
+    regular file of the job's user ``uid``.  Nothing else a job says goes into this home's index."""
+    from patchkit.core.confined import within
+
+    real = os.path.normpath(folder) if folder else ""
+    if not real or real == os.sep or os.path.realpath(real) != real:
+        return []
+    found: List[str] = []
+    for c in status.get("captures") or []:
+        for trace in c.get("traces") or [] if isinstance(c, dict) else []:
+            path = os.path.realpath(trace) if isinstance(trace, str) and os.path.isabs(trace) else ""
+            if not path or not within(path, real):
+                continue
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_uid == uid and os.path.dirname(path) not in found:
+                found.append(os.path.dirname(path))
+    return found

@@ -13,7 +13,8 @@ the function (:mod:`patchkit.attach.decorate`); a nested function or a property'
 :func:`folder` writes the request into a new private folder (``patchkit-attach-<pid>-*`` under the temporary
 folder, 0700, or 0711 when root attaches to another user's job): ``request-<id>.json`` (0600, owned by the
 job's user, who must read it; its sha256 travels with the code that reads it and is checked first) and
-``out/`` (0700, the job's user's), where the agent writes its status.  The folder is removed after use.
+``out/`` (0700, the job's user's), where the agent writes its status.  The folder is removed after use, taken
+back first (:mod:`patchkit.attach.sweep`); what the agent writes is read by :mod:`patchkit.attach.channel`.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import tempfile
-import time
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from patchkit.attach.process import AttachError, Process
@@ -161,26 +160,23 @@ def folder(proc: Process, spec: Dict[str, Any], runtime_from: str) -> Folder:
                 os.chmod(base, 0o711)
         return Folder(base, out, request, hashlib.sha256(data).hexdigest(), rid)
     except BaseException:
-        shutil.rmtree(base, ignore_errors=True)
+        from patchkit.attach import sweep
+
+        sweep.remove(base)
         raise
 
 
 def withdraw(f: Folder) -> None:
-    """The request taken away: code still queued in the job finds nothing to run."""
-    for name in os.listdir(f.base):
-        if name != "out":
-            try:
-                os.unlink(os.path.join(f.base, name))
-            except OSError:
-                pass
+    """The request taken away: code still queued in the job finds nothing to run (:func:`patchkit.attach.sweep.withdraw`)."""
+    from patchkit.attach import sweep
+
+    sweep.withdraw(f.base)
 
 
-def remove(f: Folder, tries: int = 40) -> None:
-    """The request folder gone.  An agent may write its last status (``clean``) into ``out/`` while it is
-    removed, which leaves ``out/`` behind once: removed again until it stays gone (its writes into a folder
-    that is gone fail, and the agent expects them to)."""
-    for _ in range(tries):
-        shutil.rmtree(f.base, ignore_errors=True)
-        if not os.path.lexists(f.base):
-            return
-        time.sleep(0.05)
+def remove(f: Folder) -> str:
+    """The request folder gone, taken back from the job's user first (:func:`patchkit.attach.sweep.remove`); "" when
+    it is, else one line saying what is left.  An agent writing its last status into ``out/`` meanwhile, or the
+    job's user filling it, does not keep it."""
+    from patchkit.attach import sweep
+
+    return sweep.remove(f.base)

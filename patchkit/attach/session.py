@@ -9,7 +9,9 @@ job's own code back (a window in progress is closed at its next step and its tra
 
 While attached, ``$PATCHKIT_HOME/attached/<pid>-<start>.json`` (private) names the request folder, so
 ``patchkit attach --status PID`` and ``patchkit detach PID`` (from another terminal, or after this command
-was killed) find the agent.  A status the job wrote is read as untrusted: a plain file, bounded.
+was killed) find the agent.  What the job writes is read through :mod:`patchkit.attach.channel` (typed, bounded;
+an unreadable status fails that process, in one line, and asks it out); the folders go through
+:mod:`patchkit.attach.sweep` (taken back from the job's user first), and the agent restores when its channel goes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from patchkit.attach import access, gdbrun, inject, payload
+from patchkit.attach import access, channel, gdbrun, inject, payload
 from patchkit.attach.passover import Passed, checked, for_every_process, nothing_left
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.core import private
@@ -39,6 +41,7 @@ class Attached:
         self.status: Dict[str, Any] = {}
         self.state = "queued"
         self.asked_at = 0.0
+        self.save_folder = ""  # the capture's folder, as this user named it (the recipe's save path), at injection
 
     @property
     def pid(self) -> int:
@@ -49,15 +52,13 @@ class Attached:
         return self.state in DONE
 
 
-def read_status(out: str) -> Optional[Dict[str, Any]]:
-    """The agent's last status (``out/status.json``), or None while there is none."""
-    from patchkit.core.confined import read_bounded
-
-    try:
-        data = json.loads(read_bounded(os.path.join(out, "status.json"), 1 << 20))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("state"), str) else None
+def read_status(base: str) -> Optional[Dict[str, Any]]:
+    """The agent's last status in the request folder ``base`` (typed: :func:`patchkit.attach.channel.read`), or None
+    while there is none; one the job made unreadable is "failed", with ``unreadable`` True."""
+    status = channel.read(base)
+    if status is not None and status["state"] == channel.UNREADABLE:
+        return {"state": "failed", "error": status["error"], "unreadable": True}
+    return status
 
 
 def records_dir():
@@ -114,12 +115,7 @@ def forget(rec: Record) -> None:
         pass
 
 
-def ask_detach(out: str) -> None:
-    """``detach`` in the agent's channel (it polls for it)."""
-    try:
-        os.close(os.open(os.path.join(out, "detach"), os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600))
-    except FileNotFoundError:  # the channel is gone: the agent restores on its own
-        pass
+ask_detach = channel.ask_detach  # "" when asked; else why not (nothing the job put there followed or waited on)
 
 
 class Session:
@@ -173,6 +169,7 @@ class Session:
         """Write each request and queue it; on a failure, withdraw every request and raise it (``--match``: that
         process is said failed, its request withdrawn, and :func:`patchkit.attach.flow.run` decides)."""
         def one(a: Attached) -> None:
+            a.save_folder = channel.save_folder(str(self.spec.get("save_path") or ""), a.pid)
             a.folder = payload.folder(a.target.proc, self.spec, a.target.python.runtime_from)
             write_record(a, self.spec["recipe"])
             a.asked_at = time.time()
@@ -198,7 +195,10 @@ class Session:
         for a in self.attached:
             if a.done or a.folder is None:
                 continue
-            status = read_status(a.folder.out)
+            status = read_status(a.folder.base)
+            if status is not None and status.get("unreadable"):  # trusted no more: asked out (never waited on)
+                status = dict(a.status, **status)
+                ask_detach(a.folder.base)
             state = status["state"] if status else a.state
             if state not in DONE and not alive(a.target.proc):  # before it answered, or with its window open
                 state, status = "gone", dict(status or a.status, state="gone", error="the process ended")
@@ -236,20 +236,33 @@ class Session:
             if a.folder is not None and not a.done:
                 if a.state == "queued":
                     payload.withdraw(a.folder)
-                ask_detach(a.folder.out)
+                why = ask_detach(a.folder.base)
+                if why:  # its channel goes now instead: the agent restores when it does
+                    left = payload.remove(a.folder)
+                    a.state, a.status = "failed", dict(a.status, state="failed", error=f"{why}: not followed; its "
+                                                       "channel was removed instead, which asks it out too" +
+                                                       (f" ({left})" if left else ""))
+                    if on_change is not None:
+                        on_change(a)
         return self.wait(on_change, timeout)
 
-    def close(self) -> None:
-        """Remove the request folders and records (an agent still in sees its channel go, and restores)."""
+    def close(self) -> List[str]:
+        """Remove the request folders and records (an agent still in sees its channel go, and restores); never
+        raises.  One line for each folder the bounds left behind (:func:`patchkit.attach.sweep.remove`), also
+        kept in ``self.left``."""
+        self.left = []
         for a in self.attached:
             if a.folder is None:
                 continue
-            payload.remove(a.folder)
+            left = payload.remove(a.folder)
+            if left:
+                self.left.append(f"pid {a.pid}: {left}")
             try:
                 with records_dir() as folder:
                     folder.unlink(f"{a.pid}-{a.target.proc.started}.json")
             except (OSError, PatchkitError):
                 pass
+        return self.left
 
 
 def _caught(fn):
@@ -265,28 +278,39 @@ def _caught(fn):
 
 
 def detach(pid: int, timeout: float = 60) -> List[Dict[str, Any]]:
-    """``patchkit detach PID``: the agents this home attached to ``pid`` put the job's own code back."""
+    """``patchkit detach PID``: the agents this home attached to ``pid`` put the job's own code back.  Where the
+    attaching command no longer runs, the request folder goes once the agent is done, or could not be asked, or
+    wrote an unreadable status, or did not answer within ``timeout`` (the agent then restores when it sees it go)."""
     found = records(pid)
     if not found:
         raise AttachError(f"nothing is attached to process {pid} from this PATCHKIT_HOME", where(pid),
                           f"`patchkit attach --status {pid}` says what is")
+    asked = {rec.path: ask_detach(rec.base) for rec in found}
+    deadline = time.time() + timeout
     out = []
     for rec in found:
-        ask_detach(rec.out)
-    deadline = time.time() + timeout
-    for rec in found:
-        status = read_status(rec.out) or {}
+        if asked[rec.path]:
+            status = {"state": "failed", "error": f"{asked[rec.path]}: not followed"}
+        else:
+            status = read_status(rec.base) or {}
         while status.get("state") not in DONE and time.time() < deadline:
             time.sleep(POLL)
-            if not os.path.isdir(rec.out):  # the attaching command saw the end first, said it, and cleaned up
+            if not os.path.isdir(rec.base):  # the attaching command saw the end first, said it, and cleaned up
                 status = dict(status, state="handed over", attacher=rec.attacher)
                 break
-            status = read_status(rec.out) or status
-        out.append(dict(status, recipe=rec.recipe))
-        if status.get("state") in DONE and not _running(rec.attacher):
-            payload.remove(payload.Folder(rec.base, rec.out, "", "", ""))
-            forget(rec)
+            status = read_status(rec.base) or status
+        out.append(dict(status, recipe=rec.recipe, **cleaned(rec)))
     return out
+
+
+def cleaned(rec: Record) -> Dict[str, str]:
+    """The request folder of ``rec`` removed and its record forgotten, unless the attaching command still runs (it
+    does that itself); what the bounds left behind, if anything, as ``{"left": line}``."""
+    if _running(rec.attacher):
+        return {}
+    left = payload.remove(payload.Folder(rec.base, rec.out, "", "", ""))
+    forget(rec)
+    return {"left": left} if left else {}
 
 
 def _running(pid: int) -> bool:
@@ -298,8 +322,13 @@ def _running(pid: int) -> bool:
 
 
 def status(pid: int) -> List[Dict[str, Any]]:
-    """``patchkit attach --status PID``: what this home attached to ``pid``, as its agents last said."""
-    return [dict(read_status(rec.out) or {"state": "queued"}, recipe=rec.recipe) for rec in records(pid)]
+    """``patchkit attach --status PID``: what this home attached to ``pid``, as its agents last said; the request
+    folder of one that is done (or wrote an unreadable status) goes when its attaching command no longer runs."""
+    out = []
+    for rec in records(pid):
+        said = read_status(rec.base) or {"state": "queued"}
+        out.append(dict(said, recipe=rec.recipe, **(cleaned(rec) if said["state"] in DONE else {})))
+    return out
 
 
 def processes(pid: Optional[int], pids: Sequence[int], match: Optional[str]) -> List[Process]:

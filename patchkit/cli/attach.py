@@ -229,7 +229,8 @@ def _said_node(r) -> None:
 def _finish(s, as_json: bool) -> None:
     from patchkit.attach.flow import note_folders
 
-    s.close()
+    for line in s.close() or []:
+        say(printable(line))
     note_folders(s)
     if as_json:
         keep = ("state", "attached_at", "why", "captures", "error", "targets", "original_code", "steps", "running")
@@ -248,22 +249,35 @@ def status(pid: int) -> None:
         what = _steps_text(s.get("captures", [])) if s.get("captures") else "waiting for its first step"
         click.echo(printable(f"pid {pid}: {s.get('recipe')}: {s.get('state')}; {', '.join(s.get('targets', []))}; "
                              f"{what}" + (f"; {s['error']}" if s.get("error") else "")))
+        _left(s)
+
+
+def _left(s) -> None:
+    if s.get("left"):
+        say(printable(s["left"]))
 
 
 def detach(pid: int, timeout: float) -> None:
     from patchkit.attach import session as attach_session
 
+    failed = False
     for s in attach_session.detach(pid, timeout):
+        head = f"pid {pid}: {s.get('recipe')}"
         if s.get("state") == "restored":
-            click.echo(printable(f"pid {pid}: {s.get('recipe')}: {_steps_text(s.get('captures', []))}; "
-                                 "the job's own code is back"))
+            click.echo(printable(f"{head}: {_steps_text(s.get('captures', []))}; the job's own code is back"))
         elif s.get("state") == "handed over":
-            click.echo(printable(f"pid {pid}: {s.get('recipe')}: detached; the job's own code is back, and the "
-                                 f"attaching command (pid {s.get('attacher')}) says what was recorded"))
+            click.echo(printable(f"{head}: detached; the job's own code is back, and the attaching command (pid "
+                                 f"{s.get('attacher')}) says what was recorded"))
+        elif s.get("error"):
+            failed = True
+            click.echo(printable(f"{head}: {s.get('state')}: {s['error']}"))
         else:
-            click.echo(printable(f"pid {pid}: {s.get('recipe')}: {s.get('state', 'no answer')}: detach asked; the "
-                                 "job puts its own code back at its next step"))
-            sys.exit(1)
+            failed = True
+            click.echo(printable(f"{head}: {s.get('state', 'no answer')}: detach asked; the job puts its own code "
+                                 "back at its next step"))
+        _left(s)
+    if failed:
+        sys.exit(1)
 
 
 @click.command("attach")

@@ -113,7 +113,8 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
         out.update(state=FAILED, message=f"{type(exc).__name__}: {exc}")
     finally:
         if s is not None:
-            s.close()
+            left = s.close() or []  # a request folder the bounds left behind: said with the node's answer
+            out["message"] = "; ".join([m for m in [out["message"], *left] if m])
             flow.note_folders(s)
             if s.attached or s.passed:
                 out["processes"] = [_process(a, match) for a in s.attached] + [p.as_json() for p in s.passed]
