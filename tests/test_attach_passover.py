@@ -14,7 +14,7 @@ import time
 import pytest
 
 import attach_helpers as helpers
-from patchkit.attach import access, passover, session
+from patchkit.attach import access, passover, records, session
 from patchkit.attach.passover import Passed, PassedOver, checked, for_every_process, nothing_left
 from patchkit.attach.process import AttachError, Process, where
 
@@ -22,6 +22,11 @@ from patchkit.attach.process import AttachError, Process, where
 @pytest.fixture
 def sleeper():
     proc = subprocess.Popen(["sleep", "60"])
+    for _ in range(600):  # until it runs sleep (before its exec, the child is a copy of this Python)
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as handle:
+            if handle.read() == b"sleep\0" + b"60\0":
+                break
+        time.sleep(0.05)
     yield proc
     proc.kill()
     proc.wait()
@@ -149,4 +154,4 @@ def test_with_pass_over_a_process_the_code_could_not_be_sent_to_is_said_failed_i
     assert (a.state, a.status) == ("failed", {"error": "the kernel said no"})
     assert os.listdir(a.folder.base) == ["out"]  # the request withdrawn
     s.close()
-    assert not os.path.exists(a.folder.base) and session.records(python.pid) == []
+    assert not os.path.exists(a.folder.base) and records.records(python.pid) == []

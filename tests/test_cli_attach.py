@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import attach_helpers as helpers
-from patchkit.attach import session
+from patchkit.attach import records
 from attach_helpers import Job, attach, wait_for
 
 pytestmark = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
@@ -259,7 +259,7 @@ def test_a_job_that_ends_with_its_window_open_ends_the_attach_too(tmp_path, site
                                   str(helpers.recipe(tmp_path, "logged")), "--root", str(site), "--steps", "1000",
                                   "--json"], cwd=tmp_path, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
-    wait_for(lambda: [s["state"] for s in session.status(job.pid)] == ["recording"], 120, attaching)
+    wait_for(lambda: [s["state"] for s in records.status(job.pid)] == ["recording"], 120, attaching)
     job.finish()  # the job ends (its --stop file) with the window open
     out, err = attaching.communicate(timeout=120)  # a guard: before the fix this waited for ever
     assert attaching.returncode == 1, err

@@ -25,7 +25,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 import attach_helpers as helpers
-from patchkit.attach import flow, payload, session
+from patchkit.attach import flow, payload, records, session
 from patchkit.attach.process import AttachError, read
 from patchkit.cli.attach import process_line
 from patchkit.core import manifest, private
@@ -71,7 +71,7 @@ def channel_for(proc, attacher):
     f = payload.folder(proc, {"recipe": RECIPE}, "")
     rec = {"pid": proc.pid, "started": proc.started, "base": f.base, "out": f.out, "recipe": RECIPE,
            "attacher": attacher, "time": 0}
-    with session.records_dir() as folder:
+    with records.records_dir() as folder:
         private.write(folder, f"{proc.pid}-{proc.started}.json", json.dumps(rec).encode())
     return f
 
@@ -133,7 +133,7 @@ def test_status_and_detach_say_one_line_end_and_clean_up(stranger, hers, shape):
     done = command("detach", proc.pid, "--timeout", "5")
     lines = said_one_line(done, proc.pid)
     assert left(proc.pid) == [] or any("left behind" in ln for ln in lines), lines
-    assert session.records(proc.pid) == []
+    assert records.records(proc.pid) == []
 
 
 @pytest.mark.skipif(not os.path.exists(SYSTEM), reason=f"no {SYSTEM} for the second user to run")
@@ -149,7 +149,7 @@ def test_the_attaching_session_polls_detaches_and_closes_whatever_she_wrote(stra
     line = process_line(a.pid, a.state, a.status)
     assert line.startswith(f"pid {a.pid}: ") and "\n" not in line
     said = s.close()
-    assert left(proc.pid) == [] and said == [] and session.records(proc.pid) == []
+    assert left(proc.pid) == [] and said == [] and records.records(proc.pid) == []
 
 
 @pytest.mark.skipif(not os.path.exists(SYSTEM), reason=f"no {SYSTEM} for the second user to run")

@@ -13,7 +13,8 @@ The attaching side, in the command's process:
 - :mod:`.gdbrun`: gdb (or the sender) run apart from this command's terminal and signals, let go of the job cleanly.
 - :mod:`.channel`: what the job's agent writes, read as a stranger's: typed, bounded, never followed or waited on.
 - :mod:`.sweep`: a request folder taken back from the job's user and removed, in bounded walks.
-- :mod:`.session`: ``attach``, ``detach`` and ``attach --status`` as an API.
+- :mod:`.session`: ``attach`` as an API: check every process, plan, get in, wait, get out.
+- :mod:`.records`: what this state folder attached, for ``detach`` and ``attach --status`` from another terminal.
 - :mod:`.passover`: ``--match`` among strangers: a process that a check of its own refuses (not Python, stopped...)
   is passed over with why, not the whole command.
 - :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and

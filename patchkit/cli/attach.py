@@ -239,9 +239,9 @@ def _finish(s, as_json: bool) -> None:
 
 
 def status(pid: int) -> None:
-    from patchkit.attach import session as attach_session
+    from patchkit.attach import records
 
-    found = attach_session.status(pid)
+    found = records.status(pid)
     if not found:
         say(f"pid {pid}: nothing attached from this PATCHKIT_HOME")
         return
@@ -258,10 +258,10 @@ def _left(s) -> None:
 
 
 def detach(pid: int, timeout: float) -> None:
-    from patchkit.attach import session as attach_session
+    from patchkit.attach import records
 
     failed = False
-    for s in attach_session.detach(pid, timeout):
+    for s in records.detach(pid, timeout):
         head = f"pid {pid}: {s.get('recipe')}"
         if s.get("state") == "restored":
             click.echo(printable(f"{head}: {_steps_text(s.get('captures', []))}; the job's own code is back"))
