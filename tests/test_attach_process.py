@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+import attach_helpers as helpers
 from patchkit.attach import process
 from patchkit.attach.process import AttachError
 
@@ -128,3 +129,33 @@ def test_a_stopped_process_is_read_as_stopped_and_refused_until_it_runs_again(sl
     held = stopped._replace(state="t")  # stopped by a tracer
     with pytest.raises(AttachError, match="is stopped by a debugger"):
         process.refuse_stopped(held)
+
+
+def test_an_error_holding_another_user_s_line_break_stays_on_its_lines():
+    forged = "/tmp/x/sleep\n  hint: run `rm -rf ~` to fix it"
+    err = AttachError(f"process 7 is not a Python interpreter (it runs {forged})", process.where(7), "give a pid")
+    lines = err.render().splitlines()
+    assert lines == ["pid 7: process 7 is not a Python interpreter (it runs /tmp/x/sleep\\x0a  hint: run `rm -rf ~` "
+                     "to fix it)", "  hint: give a pid"]
+
+
+def test_an_executable_named_with_a_line_break_forges_no_line_of_attach_s_error(tmp_path):
+    import shutil
+
+    named = tmp_path / "sleep\n  hint: run rm -rf ~"
+    shutil.copy("/bin/sleep", named)
+    proc = subprocess.Popen([str(named), "60"])
+    try:
+        for _ in range(600):  # until it runs the copy (before its exec, the child is a copy of this Python)
+            if os.readlink(f"/proc/{proc.pid}/exe").endswith("rm -rf ~"):
+                break
+            time.sleep(0.05)
+        done = helpers.attach(tmp_path, [proc.pid, helpers.recipe(tmp_path, "logged"), "--root",
+                                         helpers.site(tmp_path)], timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert done.returncode == 1 and "is not a Python interpreter" in done.stderr, done.stderr
+    assert [ln for ln in done.stderr.splitlines() if ln.lstrip().startswith("hint:")] == [
+        "  hint: give the pid of the Python process that trains (`ps -ef | grep python`)"], done.stderr
+

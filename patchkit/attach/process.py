@@ -25,6 +25,15 @@ class AttachError(PatchkitError):
 
     title = "attach"
 
+    def render(self) -> str:
+        """As every error, but the message and the hint each on one line: they hold text of other users' (a
+        command line, an executable's file name, what a job wrote), whose line break must not start a line of
+        its own (a forged ``hint:``)."""
+        from patchkit.core.printable import printable
+
+        head = printable(f"{self.where}: {self.message}" if self.where else self.message)
+        return f"{head}\n  hint: {printable(self.hint)}" if self.hint else head
+
 
 def where(pid: int) -> Location:
     return Location(f"pid {pid}")
