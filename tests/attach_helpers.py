@@ -301,3 +301,12 @@ def ptrace_denied() -> str:
     if scope >= 3 or (scope >= 1 and not my_caps() & CAP_SYS_PTRACE):
         return f"Yama ptrace_scope is {scope} and this user lacks CAP_SYS_PTRACE"
     return ""
+
+
+def fake_process(uid: int, pid: int = 4242):
+    """A :class:`patchkit.attach.process.Process` of ``uid`` that no kernel reports: for the request folder's
+    owner and mode, without a job."""
+    from patchkit.attach.process import Process
+
+    return Process(pid, (uid,) * 4, (uid,) * 4, (), 1, "/usr/bin/python3", False, ("python3",), 7, 0, 0, "python3")
+

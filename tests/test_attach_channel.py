@@ -10,12 +10,8 @@ import stat
 
 import pytest
 
+from attach_helpers import fake_process as proc
 from patchkit.attach import channel, payload
-from patchkit.attach.process import Process
-
-
-def proc(uid, pid=4242):
-    return Process(pid, (uid,) * 4, (uid,) * 4, (), 1, "/usr/bin/python3", False, ("python3",), 7, 0, 0, "python3")
 
 
 @pytest.fixture
