@@ -187,3 +187,21 @@ def test_a_file_the_job_s_user_cannot_read_refuses_that_process(monkeypatch):
     assert "the job's user uid 1000 cannot read /site/b.py" in str(err)
     assert "only what its owner may read" in str(err) and "--root" in err.hint
     assert asked == [(1000, ("/site/a.py", "/site/b.py"))]  # one question per user
+
+
+def test_a_helper_that_fails_as_the_job_s_user_refuses_only_that_user_s_processes(monkeypatch):
+    """She may kill or stop the helper that asks as her what she may read: her processes are refused (``--match``
+    passes them over), never the command."""
+    def unreadable(proc, files):
+        if proc.uid == 1001:
+            raise AttachError("patchkit's helper, run as uid 1001 for process 43, failed: it gave no answer (exit -9)",
+                              access.where(proc.pid), "nothing was sent")
+        return []
+
+    monkeypatch.setattr(access, "unreadable", unreadable)
+    mine = access.Target(fake(), Interpreter((3, 11, 2), False, "/usr/bin/python3.11", ""), "gdb", "gdb")
+    hers = mine._replace(proc=fake(uids=(1001,) * 4)._replace(pid=43))
+    refused = access.owners_read([mine, hers], {"modules": [{"file": "/site/a.py"}]})
+    assert list(refused) == [43]
+    assert "gave no answer (exit -9); so it is not known whether uid 1001 may read" in refused[43].message
+

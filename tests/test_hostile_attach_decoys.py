@@ -269,3 +269,64 @@ def test_each_node_of_attach_ray_passes_the_decoys_over_too(tmp_path, decoys, la
     answer = on_nodes.checked(on_nodes._here(dict(asked, timeout=3.0)), {"node_id": "n" * 56, "ip": "10.0.0.1"})
     assert answer.state == on_nodes.NOTHING_TO_ATTACH, answer  # only decoys (and the launcher) left
     assert "was passed over" in answer.message
+
+
+WATCHER = """\
+import os, signal, sys, time
+sign, marker, mode, end = getattr(signal, sys.argv[1]), sys.argv[2].encode(), sys.argv[3], time.time() + 600
+
+
+def mine():  # her processes whose command line holds the marker: patchkit's helper, once it runs as her
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and int(name) != os.getpid() and os.stat("/proc/" + name).st_uid == os.getuid():
+                with open("/proc/" + name + "/cmdline", "rb") as handle:
+                    if marker in handle.read():
+                        found.append(int(name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+while time.time() < end:  # each helper, as soon as it is hers
+    for pid in mine():
+        try:
+            os.kill(pid, sign)
+        except OSError:
+            pass
+    time.sleep(0.002)
+"""
+
+
+def pythons_of_hers(stranger, token, n):
+    started = [subprocess.Popen([SYSTEM, "-c", "import time; time.sleep(600)", token], user=stranger.uid,
+                                group=stranger.gid, extra_groups=[], cwd=stranger.sticky, env={"PATH": os.defpath},
+                                stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+    return started
+
+
+@needs_system_python
+def test_her_stopping_the_helper_run_as_her_passes_only_her_processes_over_within_the_checks_bound(
+        tmp_path, stranger, launched, token):
+    sign, mode, says = "SIGSTOP", "each", "was not checked within 30 s"  # every question asked as her, stopped
+    job, site, python = launched
+    hers = pythons_of_hers(stranger, token, 12)
+    watcher = subprocess.Popen([SYSTEM, "-c", WATCHER, sign, "import_error", mode], user=stranger.uid, group=stranger.gid,
+                               extra_groups=[], cwd=stranger.sticky, env={"PATH": os.defpath},
+                               stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        done = attach(tmp_path, ["--match", token, helpers.recipe(tmp_path, "logged"), "--root", site, "--steps", 2,
+                                 "--timeout", 10, "--json"])
+    finally:
+        for proc in hers + [watcher]:
+            proc.kill()
+            proc.wait(timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    said = {s["pid"]: s for s in json.loads(done.stdout)}
+    assert said[python]["state"] == "restored" and said[python]["captures"][0]["recorded"] == [[0, 1]]
+    passed = [ln for p in hers for ln in passed_lines(done.stderr, p.pid)]
+    assert len(passed) == len(hers) and any(says in ln for ln in passed), done.stderr
+    assert not folders(python) and not [p for p in hers if folders(p.pid)]
+

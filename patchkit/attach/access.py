@@ -182,12 +182,20 @@ def owners_read(targets: Sequence[Target], spec: Dict[str, Any]) -> Dict[int, At
     for t in targets:
         key = ids(t.proc)
         if key not in asked:
-            found = unreadable(t.proc, files)
+            try:
+                found = unreadable(t.proc, files)
+            except AttachError as exc:  # the helper run as that user failed: she may stop or kill it
+                found = [("", exc.message)]
             asked[key] = found[0] if found else None
-        if asked[key] is not None:
-            name, why = asked[key]
-            refused[t.proc.pid] = AttachError(
-                f"the job's user uid {t.proc.uid} cannot read {name} ({why}): attach hands a process only what its "
-                "owner may read; nothing was sent", where(t.proc.pid),
-                f"let uid {t.proc.uid} read it, or plan on a copy that user can read (--root)")
+        if asked[key] is None:
+            continue
+        name, why = asked[key]
+        if not name:
+            refused[t.proc.pid] = AttachError(f"{why}; so it is not known whether uid {t.proc.uid} may read what the "
+                                              "request would carry", where(t.proc.pid), "nothing was sent")
+            continue
+        refused[t.proc.pid] = AttachError(
+            f"the job's user uid {t.proc.uid} cannot read {name} ({why}): attach hands a process only what its "
+            "owner may read; nothing was sent", where(t.proc.pid),
+            f"let uid {t.proc.uid} read it, or plan on a copy that user can read (--root)")
     return refused

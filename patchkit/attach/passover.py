@@ -11,6 +11,7 @@ every process was passed over, each named with why, on one line.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 from patchkit.attach import access
@@ -51,6 +52,29 @@ def checked(pid: int, lines: int, install: Optional[str] = None) -> Union[access
         return Passed(pid, command, exc)
     except Exception as exc:  # noqa: BLE001 - a stranger's process may answer anything: that process's refusal
         return Passed(pid, command, AttachError(f"{type(exc).__name__}: {exc}", where(pid)))
+
+
+CHECKS = 30.0  # seconds --match gives the checks of every process found; one still going on then is passed over
+
+
+def own(pid: int) -> bool:
+    """Whether ``pid`` runs as this user (root's own job, for root): checked first, so that no number of other
+    users' processes can keep it from its place among the checks."""
+    try:
+        return read(pid).uid == os.geteuid()
+    except AttachError:
+        return False
+
+
+def unchecked(pid: int, seconds: float) -> Passed:
+    """A process whose checks had not ended ``seconds`` after ``--match`` began them (another user can stop or
+    slow the helper that asks its questions as her): passed over."""
+    try:
+        command = read(pid).command
+    except AttachError:
+        command = ""
+    return Passed(pid, command, AttachError(f"process {pid} was not checked within {seconds:g} s (its user's helper "
+                                            "did not answer in time)", where(pid)))
 
 
 def for_every_process(exc: AttachError) -> bool:

@@ -96,7 +96,7 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
         time.sleep(POLL)
 
 
-def run(code: str, args: Sequence[str] = (), ids: Optional[Ids] = None, timeout: float = 60.0,
+def run(code: str, args: Sequence[str] = (), ids: Optional[Ids] = None, timeout: float = 20.0,
         limit: int = 1 << 16, warm: Sequence[str] = ()) -> Dict[str, Any]:
     """Run ``code`` (Python, which calls ``answer(dict)``) with ``sys.argv[1:] == args``, as ``ids`` (None, or
     when this command is not root: as this user); its answer, or :class:`SandboxError`."""

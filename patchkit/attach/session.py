@@ -16,11 +16,11 @@ an unreadable status fails that process, in one line, and asks it out); the fold
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from patchkit.attach import access, channel, gdbrun, inject, payload
-from patchkit.attach.passover import Passed, checked, for_every_process, nothing_left
+from patchkit.attach import access, channel, gdbrun, inject, passover, payload
+from patchkit.attach.passover import CHECKS, Passed, checked, for_every_process, nothing_left
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.attach.records import DONE, POLL, ask_detach, read_status, records_dir, write_record
 from patchkit.core.errors import PatchkitError
@@ -69,13 +69,19 @@ class Session:
         self.pass_over, self.passed = pass_over, []
         s = payload.settings(self.recipe, self.overrides, self.backend, self.steps)
         self.settings = s
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            checks = [pool.submit(checked, pid, LINES, self.install) for pid in self.pids]
+        pids = sorted(self.pids, key=lambda pid: not passover.own(pid))  # this user's first: checked before decoys
+        pool = ThreadPoolExecutor(max_workers=8)
+        try:
+            checks = [pool.submit(checked, pid, LINES, self.install) for pid in pids]
             try:
                 self.spec, planned = payload.request(s, self.steps, self.root, self.versions), None
             except PatchkitError as exc:
                 planned = exc
-            found = [c.result() for c in checks]  # each a Target, or its refusal (Passed)
+            wait(checks, timeout=CHECKS if pass_over else None)
+        finally:  # past the bound (--match), a check still going on is that process's, passed over below
+            pool.shutdown(wait=not pass_over, cancel_futures=True)
+        found = [c.result() if c.done() and not c.cancelled() else passover.unchecked(pid, CHECKS)
+                 for pid, c in zip(pids, checks)]  # each a Target, or its refusal (Passed)
         refused = [p.error for p in found if isinstance(p, Passed)]
         refused = [e for e in refused if not pass_over or for_every_process(e)]
         if refused:
