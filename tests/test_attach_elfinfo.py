@@ -142,3 +142,90 @@ def test_pyelftools_is_imported_only_when_a_file_is_read():
             "print(sorted(m for m in sys.modules if m.startswith('elftools')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(helpers.REPO))
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def _crafted(dst, *, dynsym=24 * 3, entsize=24, shentsize=64, shnum=5, dynstr=None, shstrtab=None, version=None):
+    """A small ELF64 file (little-endian) as a stranger may write one: a header, ``.shstrtab``, ``.dynstr``,
+    ``.dynsym`` (``entsize``-byte entries, ``dynsym`` bytes of them), ``.data``; a section that claims many bytes
+    lies in the hole at the end of a sparse file (zeros), so no byte of it is written.  ``version``: a ``Py_Version``
+    symbol with that value in ``.data``."""
+    names = b"\0.shstrtab\0.dynstr\0.dynsym\0.data\0"
+    strings = b"\0Py_Version\0"
+    at = {"shstrtab": 64, "dynstr": 160, "headers": 256, "data": 1024, "dynsym": 2048, "hole": 4096}
+    symbols = b"\0" * 24
+    if version is not None:  # st_name, st_info (global object), st_other, st_shndx, st_value, st_size
+        symbols += struct.pack("<IBBHQQ", 1, 0x11, 0, 4, 0x1000, 4)
+    sections = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                (1, 3, 0, 0, *((at["hole"], shstrtab) if shstrtab else (at["shstrtab"], len(names))), 0, 0, 1, 0),
+                (11, 3, 2, 0, *((at["hole"], dynstr) if dynstr else (at["dynstr"], len(strings))), 0, 0, 1, 0),
+                (19, 11, 2, 0, at["dynsym"] if dynsym <= 1024 else at["hole"], dynsym, 2, 1, 8, entsize),
+                (27, 1, 3, 0x1000, at["data"], 8, 0, 0, 8, 0)]
+    header = (b"\x7fELF\x02\x01\x01" + b"\0" * 9
+              + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, at["headers"], 0, 64, 56, 0, shentsize, shnum, 1))
+    data = bytearray(at["hole"])
+    data[:64] = header
+    data[at["shstrtab"]:at["shstrtab"] + len(names)] = names
+    data[at["dynstr"]:at["dynstr"] + len(strings)] = strings
+    for index, row in enumerate(sections):
+        struct.pack_into("<IIQQQQIIQQ", data, at["headers"] + 64 * index, *row)
+    data[at["dynsym"]:at["dynsym"] + len(symbols)] = symbols
+    struct.pack_into("<I", data, at["data"], version or 0)
+    with open(dst, "wb") as handle:
+        handle.write(data)
+        handle.truncate(at["hole"] + max(dynsym, dynstr or 0, shstrtab or 0, 64 * shnum))
+    return str(dst)
+
+
+def test_a_crafted_elf_file_is_read_by_its_symbols(tmp_path):
+    """The hand-made file the hostile tests bend, unbent: its Py_Version is read (the tests below refuse it for
+    what they change, not for being hand-made)."""
+    found = elfinfo.read_file(_crafted(tmp_path / "libpython3.11.so", version=0x030B04F0), 4242)
+    assert found is not None and found.version == (3, 11, 4) and found.how == "Py_Version", found
+
+
+BOUNDLESS = {  # what a stranger's file claims (its large parts a hole of a sparse file): the line that refuses it
+    "1-byte symbols": (dict(dynsym=300 << 20, entsize=1), f"{300 << 20} symbols of 1 byte"),
+    "10 million symbols": (dict(dynsym=24 * 10_000_000), "10000000 symbols (at most 200000 read)"),
+    "wrong e_shentsize": (dict(shentsize=32), "section headers of 32 bytes (ELF64's are 64)"),
+    "huge e_shnum": (dict(shnum=60_000), "60000 sections (at most 4096 read)"),
+    "extended numbering": (dict(shnum=0), "extended section numbering"),
+    "huge .dynstr": (dict(dynstr=300 << 20), f".dynstr of {300 << 20} bytes (at most 16777216 read)"),
+    "huge .shstrtab": (dict(shstrtab=300 << 20), f".shstrtab of {300 << 20} bytes (at most 16777216 read)"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BOUNDLESS))
+def test_an_elf_file_that_claims_too_much_is_refused_before_it_is_walked(kind, tmp_path):
+    """Every count the file gives is bounded before anything loops over it: a planted libpython cannot keep root's
+    reader busy for hours (the test simply has to finish; before, the symbol cases took hours)."""
+    claims, why = BOUNDLESS[kind]
+    bad = _crafted(tmp_path / "libpython3.11.so", **claims)
+    with pytest.raises(AttachError) as err:
+        elfinfo.read_file(bad, 4242)
+    text = str(err.value)
+    assert text.startswith(f"{bad} of process 4242 is not an ELF file patchkit reads: ") and why in text, text
+    assert "\n" not in text and "pid 4242" in str(err.value.where)
+
+
+def test_a_strangers_job_mapping_a_planted_libpython_is_refused_in_one_line(stranger):
+    """The review's case: another user maps her own ``libpython3.11.so`` (300 MB of 1-byte symbols, a hole) into a
+    sleeping Python; root learning that job's Python gets one line naming her file, at once."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no system python3 for the stranger to run (her job needs an interpreter she may execute)")
+    planted = _crafted(stranger.sticky / "libpython3.11.so", dynsym=300 << 20, entsize=1)
+    os.chown(planted, stranger.uid, stranger.gid)
+    code = (f"import mmap, sys, time\nf = open({planted!r}, 'rb')\n"
+            "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\nprint('mapped', flush=True)\ntime.sleep(600)")
+    job = subprocess.Popen([python, "-c", code], user=stranger.uid, group=stranger.gid, extra_groups=[], cwd="/",
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    try:
+        helpers.wait_for(lambda: planted in open(f"/proc/{job.pid}/maps").read(), 60, job)
+        with pytest.raises(AttachError) as err:
+            elfinfo.python_of(job.pid, python)
+    finally:
+        job.kill()
+        job.wait()
+    text = str(err.value)
+    assert text.startswith(f"{planted} of process {job.pid} is not an ELF file patchkit reads: ") and "\n" not in text
+    assert f"{300 << 20} symbols of 1 byte" in text, text
