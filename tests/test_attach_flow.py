@@ -214,3 +214,39 @@ def test_a_process_the_code_could_not_be_sent_to_is_told_and_with_match_passed_o
     _owned_by(s.attached[1], os.geteuid() + 1)
     flow.run(s, lambda a: told.append((a.pid, a.state)), 5, match="job")
     assert told[0] == (101, "failed") and flow.passed_over(s.attached[1], "job") and flow.ended_well(s.attached[0])
+
+
+class Stuck(Session):
+    """Your own process records and restores; another user's says it is attached and never ends (its status is
+    its own to write)."""
+
+    def wait(self, on_change=None, timeout=None, until=None):
+        self.calls.append(("wait", until or timeout))
+        mine, hers = self.attached
+        if mine.state in ("queued",) + flow.IN:
+            mine.state, mine.status = ("attached", {}) if until else ("restored", {"why": "the window closed",
+                                                                                   "original_code": True})
+        if hers.state == "queued":
+            hers.state, hers.status = "attached", {"targets": ["pkjob.train:Trainer.step"]}
+        return all(a.state in (until or ()) or a.state in flow.DONE for a in self.attached)
+
+
+def test_with_match_another_user_s_process_still_in_once_your_own_are_done_is_asked_out_and_passed_over():
+    s, told = Stuck(None, None), []
+    _owned_by(s.attached[1], os.geteuid() + 1)
+    flow.run(s, lambda a: told.append((a.pid, a.state)), 5, match="job", remind=1)
+    assert [a.state for a in s.attached] == ["restored", "no answer"] and flow.ended_well(s.attached[0])
+    assert flow.passed_over(s.attached[1], "job") and "detach" in s.calls and (101, "no answer") in told
+    assert "asked out, and not waited for" in s.attached[1].status["error"]
+
+
+def test_another_user_s_process_is_waited_for_while_your_own_runs_or_when_none_is_yours():
+    s = Stuck(None, None)
+    _owned_by(s.attached[1], os.geteuid() + 1)
+    for a, state in zip(s.attached, ("recording", "attached")):
+        a.state = state
+    assert flow.others_left(s) == []  # your own still records
+    _owned_by(s.attached[0], os.geteuid() + 1)
+    s.attached[0].state = "restored"
+    assert flow.others_left(s) == []  # none of them is yours: you asked for another user's job
+

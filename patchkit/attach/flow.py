@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from patchkit.attach.passover import nothing_left
 from patchkit.attach.process import AttachError
+from patchkit.attach.records import DONE
 from patchkit.attach.session import Attached, Session
 from patchkit.core.errors import PatchkitError
 from patchkit.core.printable import printable
@@ -89,12 +90,40 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
         raise AttachError(printable(f"pid {first.pid}: {first.state}: {first.status.get('error')}"), None,
                           "nothing stays changed in any process; fix the cause and attach again")
     waited = 0.0
-    while not s.wait(on_change, remind if on_waiting else None):
+    while not s.wait(on_change, remind if on_waiting or match else None):
         waited += remind
         remind *= 2
+        others = others_left(s) if match else []
+        if others:  # a decoy may say "attached" for ever: once this user's own are done, it is not waited for
+            return let_go(s, others, on_change)
         waiting = [a for a in s.attached if a.state == "attached"]
-        if waiting:
+        if waiting and on_waiting is not None:
             on_waiting(waiting, waited)
+
+
+LET_GO = 30.0  # seconds another user's process still in is given to come out, once this user's own are done
+
+
+def others_left(s: Session) -> List[Attached]:
+    """With ``--match``, once every process of this user's own is done: another user's processes still in (a
+    window that waits or records).  None while one of this user's own is not done, or when there is none of
+    them (you asked for another user's job: it is waited for)."""
+    own = [a for a in s.attached if _own(a)]
+    if not own or any(a.state not in DONE for a in own):
+        return []
+    return [a for a in s.attached if not _own(a) and a.state in IN]
+
+
+def let_go(s: Session, others: List[Attached], on_change: Optional[Callable[[Attached], None]]) -> None:
+    """``others`` asked out (a window in progress closes at its next step), waited for :data:`LET_GO` seconds at
+    most, and the ones still in passed over: a process of another user's never holds the command."""
+    s.detach(on_change, LET_GO)
+    for a in others:
+        if a.state in IN:
+            a.state, a.status = "no answer", dict(a.status, error="still in after your own processes were done: "
+                                                  "asked out, and not waited for")
+            if on_change is not None:
+                on_change(a)
 
 
 def note_folders(s: Session) -> None:
