@@ -18,6 +18,8 @@ from patchkit.core.printable import printable
     ("csi\x9b31m", "csi\\x9b31m"),  # C1: a one-byte CSI for terminals that take 8-bit controls
     ("lone \udc80 surrogate", "lone \\udc80 surrogate"),  # would fail to encode on the way out
     ("abc\u202edcba", "abc\\u202edcba"),  # a right-to-left override reorders what follows
+    ("a\u2028rank 0: b\u2029c", "a\\u2028rank 0: b\\u2029c"),  # line and paragraph separators: a forged line
+    ("abc\u061cdef", "abc\\u061cdef"),  # the Arabic letter mark, a bidirectional control
     ("Élan 名前 ∑ café", "Élan 名前 ∑ café"),  # letters and symbols are kept
 ])
 def test_control_characters_are_written_as_escapes(raw, shown):
@@ -25,9 +27,10 @@ def test_control_characters_are_written_as_escapes(raw, shown):
 
 
 def test_what_it_prints_has_no_control_character_left_and_escaping_twice_changes_nothing():
-    every = "".join(chr(c) for c in range(0x00, 0xA0)) + "\ud800\u2066\u2069"
+    every = "".join(chr(c) for c in range(0x00, 0xA0)) + "\ud800\u2066\u2069\u2028\u2029\u061c"
     once = printable(every)
     assert all(0x20 <= ord(c) < 0x7F or ord(c) >= 0xA0 for c in once)
+    assert len(once.splitlines()) == 1  # nothing str.splitlines (or a terminal) ends a line at
     assert printable(once) == once
     once.encode("utf-8")  # no lone surrogate left
 

@@ -37,3 +37,18 @@ def test_a_huge_entry_is_read_only_past_its_bound(patchkit_home, monkeypatch):
     assert runcache.read(path) == b"x" * 11  # enough for its hash to differ from any recorded one
     with pytest.raises(FileNotFoundError):
         runcache.read(os.path.join(runcache.cache_dir(), "missing.py"))
+
+
+def test_the_rebuilding_process_s_lines_end_at_newline_only(monkeypatch):
+    """A note or error is one "\n"-ended line the rebuilding process wrote; U+2028 in a module's text or a path
+    it names ends no line (before: `str.splitlines` made a forged note, and cut the error to its tail)."""
+    import subprocess
+
+    said = "patchkit-rebuild: cannot store /srv/a\u2028patchkit-rebuild: forged\npatchkit-rebuild: real\n"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, b"text", said.encode()))
+    assert runcache.rebuild({}, "m", b"", "/nowhere") == ("text", ["cannot store /srv/a\u2028patchkit-rebuild: forged",
+                                                                   "real"])
+    said = "ParserSyntaxError: line 'x = 1\u2028rm -rf /' does not parse\n"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, b"", said.encode()))
+    with pytest.raises(RuntimeError, match="failed: ParserSyntaxError: line 'x = 1\u2028rm -rf /' does not parse$"):
+        runcache.rebuild({}, "m", b"", "/nowhere")

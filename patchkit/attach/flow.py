@@ -142,8 +142,11 @@ def note_folders(s: Session) -> None:
 def trace_folders(status: Dict[str, Any], folder: str, uid: int) -> List[str]:
     """The folders of the traces ``status`` names that are this capture's: the trace, resolved, inside ``folder``
     (the save folder this user named, resolved at injection: one that resolves elsewhere now takes nothing), a
-    regular file of the job's user ``uid``.  Nothing else a job says goes into this home's index."""
+    regular file of the job's user ``uid``, its path one line (:func:`~patchkit.core.manifest.one_line`: no
+    control character, no U+2028 to end its line in the index).  Nothing else a job says goes into this home's
+    index."""
     from patchkit.core.confined import within
+    from patchkit.core.manifest import one_line
 
     real = os.path.normpath(folder) if folder else ""
     if not real or real == os.sep or os.path.realpath(real) != real:
@@ -152,7 +155,7 @@ def trace_folders(status: Dict[str, Any], folder: str, uid: int) -> List[str]:
     for c in status.get("captures") or []:
         for trace in c.get("traces") or [] if isinstance(c, dict) else []:
             path = os.path.realpath(trace) if isinstance(trace, str) and os.path.isabs(trace) else ""
-            if not path or not within(path, real):
+            if not path or not one_line(trace) or not one_line(path) or not within(path, real):
                 continue
             try:
                 st = os.stat(path, follow_symlinks=False)

@@ -55,6 +55,7 @@ TRACE_ENDINGS = (".pt.trace.json.gz", ".pt.trace.json")  # torch.profiler.tensor
 ASCEND_ENDING = "_ascend_pt"  # torch_npu's folder per capture
 
 _noted: set = set()  # save paths this process has put in the index
+BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines ends a line
 
 
 def home() -> str:
@@ -127,12 +128,18 @@ def write(folder: str, name: str, record: Mapping[str, Any]) -> str:
 
 def note_folder(save_path: str) -> None:
     """Append ``save_path`` to ``$PATCHKIT_HOME/captures`` once per process (one short O_APPEND write), in the
-    state folder as :func:`patchkit.core.private.open_state` opens it (refused: :class:`NotPrivate`)."""
+    state folder as :func:`patchkit.core.private.open_state` opens it (refused: :class:`NotPrivate`); one that is
+    not :func:`one_line` is refused (LedgerError): U+2028 in it would read back as two paths."""
     if save_path in _noted:
         return
     from patchkit.core import private
+    from patchkit.core.errors import LedgerError
     from patchkit.core.folders import Untrusted
+    from patchkit.core.printable import printable
 
+    if not one_line(save_path):
+        raise LedgerError(f"the save path {printable(save_path)} holds a line break or a control character: the "
+                          "list of capture folders holds one path a line, so it is left out")
     with private.open_state(create=True) as base:
         try:
             fd = base.open(INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
@@ -148,11 +155,14 @@ def note_folder(save_path: str) -> None:
     _noted.add(save_path)
 
 
-def indexed_folders() -> List[str]:
-    """The save paths the index lists, each once, in the order first written.
+def one_line(path: str) -> bool:
+    """Whether ``path`` can be a line of the index: no control character (C0, DEL, C1), nor U+2028 or U+2029."""
+    return not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in BREAKS for c in path)
 
-    The index is a state file: refused (:class:`patchkit.core.private.NotPrivate`) when another user owns or can write it.
-    """
+
+def indexed_folders() -> List[str]:
+    """The save paths the index lists (its lines end at ``"\\n"`` only; one not :func:`one_line` is left out), each
+    once, in the order first written; refused (:class:`~patchkit.core.private.NotPrivate`) as a state file is."""
     from patchkit.core import private
 
     base = private.open_state()
@@ -160,10 +170,9 @@ def indexed_folders() -> List[str]:
         return []
     with base:
         data = private.read(base, INDEX, INDEX_LIMIT)
-    lines = (data or b"").decode("utf-8", "surrogateescape").splitlines()
     seen: Dict[str, None] = {}
-    for line in lines:
-        if line.startswith(os.sep):
+    for line in (raw.decode("utf-8", "surrogateescape") for raw in (data or b"").split(b"\n")):
+        if line.startswith(os.sep) and one_line(line):
             seen.setdefault(line, None)
     return list(seen)
 

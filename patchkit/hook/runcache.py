@@ -69,9 +69,9 @@ def rebuild(spec: Dict[str, Any], name: str, source: bytes, path: str,
     done = subprocess.run([sys.executable, "-m", "patchkit.hook.rebuild"], input=json.dumps(ask).encode("utf-8"),
                           capture_output=True, env=env, timeout=300)
     if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RuntimeError(f"rebuilding its patched text failed: {lines[-1] if lines else done.returncode}")
-    notes = [ln for ln in done.stderr.decode("utf-8", "replace").splitlines() if ln.startswith(NOTE)]
+        lines = done.stderr.decode("utf-8", "replace").strip().split("\n")  # "\n" only: a module's U+2028 ends no line
+        raise RuntimeError(f"rebuilding its patched text failed: {lines[-1] or done.returncode}")
+    notes = [ln for ln in done.stderr.decode("utf-8", "replace").split("\n") if ln.startswith(NOTE)]
     return done.stdout.decode("utf-8"), [ln[len(NOTE):] for ln in notes]
 
 

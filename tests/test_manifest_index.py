@@ -1,0 +1,47 @@
+"""The captures index ($PATCHKIT_HOME/captures, patchkit.core.manifest): one absolute save path a line, "\n" ending
+each.  A path that another reader (``str.splitlines``, a terminal) would cut in two never goes in, and the reader
+splits on "\n" only: U+2028 in a path a job named cannot make a line of ``/etc``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from patchkit.core import manifest
+from patchkit.core.errors import LedgerError
+
+# every character str.splitlines ends a line at, and a control character that ends none
+SPLITTERS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\x1b", "\x7f", "\x9b"]
+
+
+def test_the_splitters_are_every_line_break_str_splitlines_knows():
+    breaks = {chr(c) for c in range(0x110000) if len(f"a{chr(c)}b".splitlines()) == 2}
+    assert breaks == set(manifest.BREAKS) and breaks <= set(SPLITTERS)
+
+
+@pytest.mark.parametrize("sep", SPLITTERS, ids=[f"U+{ord(c):04X}" for c in SPLITTERS])
+def test_note_folder_refuses_a_path_that_would_make_two_lines(tmp_path, monkeypatch, sep):
+    monkeypatch.setattr(manifest, "_noted", set())
+    with pytest.raises(LedgerError) as exc:
+        manifest.note_folder(f"{tmp_path}/traces/{sep}/etc")  # before: the index listed /etc
+    assert "\\" in str(exc.value) and sep not in str(exc.value)  # the path shown escaped
+    manifest.note_folder(str(tmp_path / "good"))
+    assert manifest.indexed_folders() == [str(tmp_path / "good")]
+
+
+@pytest.mark.parametrize("sep", SPLITTERS[1:], ids=[f"U+{ord(c):04X}" for c in SPLITTERS[1:]])
+def test_the_index_is_read_a_line_per_newline_and_a_line_with_a_break_in_it_is_left_out(patchkit_home, sep):
+    index = Path(patchkit_home) / manifest.INDEX
+    fd = os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, f"/srv/a\n/srv/b{sep}/etc\n/srv/c\n".encode("utf-8"))
+    os.close(fd)
+    assert manifest.indexed_folders() == ["/srv/a", "/srv/c"]  # before: /srv/b and /etc besides
+
+
+def test_an_undecodable_byte_in_a_path_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(manifest, "_noted", set())
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9")
+    manifest.note_folder(odd)
+    assert manifest.indexed_folders() == [odd]  # a guard: only what ends a line is left out
