@@ -180,7 +180,7 @@ def _none_there(settings: Settings, installed: Installed, candidates: Sequence[s
 # patches one of them makes every later patchkit command run, and profile, patchkit itself
 # import name -> distribution, for patchkit and every dependency in pyproject.toml (a test keeps them in step)
 OWN_DEPENDENCIES = {"patchkit": DISTRIBUTION, "click": "click", "yaml": "pyyaml", "libcst": "libcst", "git": "gitpython",
-                    "packaging": "packaging", "tomli": "tomli", "ijson": "ijson"}
+                    "packaging": "packaging", "tomli": "tomli", "ijson": "ijson", "elftools": "pyelftools"}
 
 
 def own_dependency(settings: Settings) -> Optional[str]:
