@@ -250,3 +250,17 @@ def test_another_user_s_process_is_waited_for_while_your_own_runs_or_when_none_i
     s.attached[0].state = "restored"
     assert flow.others_left(s) == []  # none of them is yours: you asked for another user's job
 
+
+def test_a_save_folder_is_indexable_only_when_it_is_root_s_or_the_job_s_user_s_and_nobody_else_writes_it(tmp_path):
+    mine = tmp_path / "save"
+    mine.mkdir(mode=0o755)
+    assert flow.indexable(str(mine), 4242)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # a /tmp: patchkit traces would walk everybody's files
+    assert not flow.indexable(str(shared), 4242) and not flow.indexable("/tmp", 4242)
+    assert not flow.indexable(f"/proc/{os.getpid()}", os.geteuid())  # her job's own files, regular and hers
+    assert not flow.indexable("/sys", 0) and not flow.indexable(str(tmp_path / "missing"), 4242)
+    os.chown(mine, 4243, 4243)
+    assert not flow.indexable(str(mine), 4242) and flow.indexable(str(mine), 4243)
+

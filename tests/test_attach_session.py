@@ -3,6 +3,7 @@ a record of an ended process forgotten, the processes asked for, and an injectio
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -103,3 +104,31 @@ def test_the_capture_s_folder_is_the_save_path_resolved_in_the_job_s_working_fol
     finally:
         job.kill()
         job.wait()
+
+
+def test_a_status_that_goes_back_is_not_the_agent_s_and_that_process_is_asked_out(tmp_path, monkeypatch):
+    """An agent writes attached, recording, closing, then restored: a status that goes back (her process
+    rewriting it to flood the terminal with lines) fails that process, said once, and it is asked out."""
+    from attach_helpers import fake_process
+    from patchkit.attach import payload
+    from patchkit.attach.access import Target
+    from patchkit.attach.probe import Interpreter
+
+    a = session.Attached(Target(fake_process(os.geteuid(), os.getpid()), Interpreter((3, 11, 2), False, "", ""),
+                                "gdb", "gdb"))
+    a.folder = payload.folder(a.target.proc._replace(started=session.read(os.getpid()).started), {"recipe": "r"}, "")
+    a.target = a.target._replace(proc=session.read(os.getpid()))
+    s = session.Session([os.getpid()], "r")
+    s.attached = [a]
+    said = []
+    try:
+        for state in ("recording", "attached", "recording"):
+            with open(os.path.join(a.folder.out, "status.json"), "w") as handle:
+                json.dump({"state": state, "pid": os.getpid()}, handle)
+            s.poll(lambda x: said.append(x.state))
+        assert said == ["recording", "failed"] and a.done
+        assert "its status went back from recording to attached" in a.status["error"]
+        assert os.path.exists(os.path.join(a.folder.out, "detach"))
+    finally:
+        payload.remove(a.folder)
+

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from types import SimpleNamespace as NS
 
 import attach_helpers as helpers
@@ -53,3 +54,37 @@ def test_a_line_break_in_a_trace_path_never_brings_etc_into_root_s_index(strange
     said = (shown.stdout + shown.stderr).split()
     assert str(save) in shown.stdout + shown.stderr  # her own capture is listed (a check the command ran)
     assert not [word for word in said if word.rstrip(":,;").startswith("/etc")]  # before: /etc was listed
+
+
+def test_her_links_in_a_relative_save_path_never_name_a_folder_for_root_s_index(stranger, patchkit_home, monkeypatch):
+    """The recipe's relative save path (``./outputs/patchkit/ID``, the default) resolved in her job's working
+    folder, where her links lead ``outputs`` to a folder of hers and the capture's folder on to ``/tmp`` (or to
+    her job's ``/proc/PID``, whose files are regular files of hers): no folder for the index, and a trace of hers
+    in ``/tmp`` brings nothing into it."""
+    cwd, other = stranger.sticky / "c", stranger.sticky / "o"
+    stranger.run("mkdir", "-p", str(cwd), str(other / "patchkit"))
+    stranger.run("ln", "-s", "../o", str(cwd / "outputs"))
+    stranger.run("ln", "-s", "/tmp", str(other / "patchkit" / "pk"))
+    job = subprocess.Popen(["sleep", "60"], user=stranger.uid, group=stranger.gid, extra_groups=[], cwd=cwd)
+    try:
+        assert flow.indexable("/tmp", stranger.uid) is False
+        from patchkit.attach import channel
+
+        for _ in range(600):  # until the child is in her folder (before its exec it is a copy of this Python)
+            if os.readlink(f"/proc/{job.pid}/cwd") == str(cwd):
+                break
+            time.sleep(0.05)
+        assert channel.save_folder("./outputs/patchkit/pk", job.pid) == ""  # before: /tmp
+        trace(stranger, str(stranger.sticky / "x.pt.trace.json"))
+        status = {"state": "restored", "original_code": True,
+                  "captures": [{"recorded": [[0, 1]], "traces": [str(stranger.sticky / "x.pt.trace.json")]}]}
+        assert flow.trace_folders(status, "/tmp", stranger.uid) == []  # a shared folder is never walked on her word
+        monkeypatch.setattr(manifest, "_noted", set())
+        flow.note_folders(NS(attached=[NS(status=status, save_folder=channel.save_folder("./outputs/patchkit/pk",
+                                                                                          job.pid),
+                                          target=NS(proc=NS(uid=stranger.uid)))]))
+        assert manifest.indexed_folders() == []
+    finally:
+        job.kill()
+        job.wait()
+

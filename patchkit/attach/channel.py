@@ -154,10 +154,16 @@ def _no_constant(name: str) -> Any:
 
 
 def parse(raw: bytes) -> Dict[str, Any]:
+    """The status in ``raw``: UTF-8 only (the agent writes nothing else; ``json.loads`` of bytes would also take
+    UTF-16 and UTF-32, whose bytes :func:`deeper_than` does not count), then nested at most :data:`NESTING` deep."""
+    try:
+        decoded = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return unreadable(f"not UTF-8: {exc.reason} at byte {exc.start}")
     if deeper_than(raw, NESTING):
         return unreadable(f"nested more than {NESTING} deep")
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
+        data = json.loads(decoded, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         return unreadable(f"not JSON: {str(exc)[:80]}")
     return typed(data)
@@ -284,8 +290,9 @@ def ask_detach(base: str) -> str:
 
 
 def save_folder(save_path: str, pid: int) -> str:
-    """The folder ``save_path`` names for process ``pid``, resolved now (at injection): itself when absolute, else
-    under the process's working folder (``/proc/PID/cwd``); "" when that cannot be read."""
+    """The folder ``save_path`` names for process ``pid``, at injection: itself when absolute, else under the
+    process's working folder (``/proc/PID/cwd``); "" when that cannot be read, or when a symbolic link lies on the
+    way (the job's user may have put it there to name any folder she likes)."""
     if not save_path:
         return ""
     if not os.path.isabs(save_path):
@@ -296,4 +303,5 @@ def save_folder(save_path: str, pid: int) -> str:
         if not os.path.isabs(cwd):
             return ""
         save_path = os.path.join(cwd, save_path)
-    return os.path.realpath(save_path)
+    named = os.path.normpath(save_path)
+    return named if os.path.realpath(named) == named else ""  # a link on the way (hers?): no folder root named

@@ -139,6 +139,24 @@ def note_folders(s: Session) -> None:
                 pass
 
 
+SYSTEM = ("/proc", "/sys", "/dev")  # no capture's folder: a job's own files there are regular files of its user
+
+
+def indexable(folder: str, uid: int) -> bool:
+    """Whether the save folder ``folder`` may take captures into this home's index on a job's word: a folder of
+    root's or of the job's user ``uid``, writable by nobody else (a shared folder such as ``/tmp`` is never walked
+    by ``patchkit traces`` because a job said so), and not under /proc, /sys or /dev."""
+    from patchkit.core.confined import within
+
+    if any(folder == top or within(folder, top) for top in SYSTEM):
+        return False
+    try:
+        st = os.stat(folder, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid in (0, uid) and not st.st_mode & 0o022
+
+
 def trace_folders(status: Dict[str, Any], folder: str, uid: int) -> List[str]:
     """The folders of the traces ``status`` names that are this capture's: the trace, resolved, inside ``folder``
     (the save folder this user named, resolved at injection: one that resolves elsewhere now takes nothing), a
@@ -149,7 +167,7 @@ def trace_folders(status: Dict[str, Any], folder: str, uid: int) -> List[str]:
     from patchkit.core.manifest import one_line
 
     real = os.path.normpath(folder) if folder else ""
-    if not real or real == os.sep or os.path.realpath(real) != real:
+    if not real or real == os.sep or os.path.realpath(real) != real or not indexable(real, uid):
         return []
     found: List[str] = []
     for c in status.get("captures") or []:

@@ -27,6 +27,9 @@ from patchkit.core.errors import PatchkitError
 
 
 
+ORDER = ("queued", "attached", "recording", "closing")  # the agent's states in the order it writes them
+
+
 class Attached:
     """One process: where it is, its request folder, and the last status its agent wrote."""
 
@@ -134,6 +137,11 @@ class Session:
                 status = dict(a.status, **status)
                 ask_detach(a.folder.base)
             state = status["state"] if status else a.state
+            if state in ORDER and ORDER.index(state) < ORDER.index(a.state):  # an agent only goes forwards
+                state = "failed"
+                status = dict(a.status, state=state, error=f"its status went back from {a.state} to {status['state']}"
+                              ": not the agent's; asked out")
+                ask_detach(a.folder.base)
             if state not in DONE and not alive(a.target.proc):  # before it answered, or with its window open
                 state, status = "gone", dict(status or a.status, state="gone", error="the process ended")
             if status is not None:
