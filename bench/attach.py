@@ -17,7 +17,9 @@ Needs gdb and the right to trace a child (it says so and gives no verdict otherw
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,6 +69,7 @@ def main(argv=None) -> int:
         return 0
     rounds, stretch = (1, 3.0) if args.quick else (args.rounds, 15.0)
     tmp = Path(tempfile.mkdtemp(prefix="patchkit-bench-attach-"))
+    atexit.register(shutil.rmtree, tmp, True)  # its jobs, traces and state folder go with it
     env = dict(os.environ, PYTHONPATH=str(REPO), PATCHKIT_HOME=str(tmp / "home"))
     site = helpers.site(tmp)
     recipe = helpers.recipe(tmp, "logged")

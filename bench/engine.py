@@ -26,6 +26,8 @@ Goal: patchkit <= 1.25 x the floor for every recipe.
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,6 +109,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
+    atexit.register(shutil.rmtree, tmp, True)
     (tmp / "floor.py").write_text(FLOOR)
     (tmp / "naive.py").write_text(NAIVE)
     (tmp / "floor_gc_off.py").write_text(FLOOR_GC_OFF)

@@ -9,6 +9,8 @@ and load no libcst.
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +29,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args(argv)
-    env = env_with(PATCHKIT_HOME=tempfile.mkdtemp(prefix="patchkit-bench-"))
+    home = tempfile.mkdtemp(prefix="patchkit-bench-")
+    atexit.register(shutil.rmtree, home, True)
+    env = env_with(PATCHKIT_HOME=home)
     t = interleaved({
         "baseline": [PYTHON, "-c", "import click, yaml"],
         "--help": [PYTHON, "-m", "patchkit", "--help"],
