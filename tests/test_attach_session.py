@@ -132,3 +132,38 @@ def test_a_status_that_goes_back_is_not_the_agent_s_and_that_process_is_asked_ou
     finally:
         payload.remove(a.folder)
 
+
+def test_with_match_the_checks_have_one_bound_and_a_process_still_being_checked_then_is_passed_over(tmp_path,
+                                                                                                   monkeypatch):
+    """Her helper, stopped by her, keeps her process's check going: --match passes it over once the bound is
+    reached, and attaches the others; given by pid, it would be waited for."""
+    import threading
+
+    from patchkit.attach import passover
+    from patchkit.attach.access import Target
+    from patchkit.attach.probe import Interpreter
+
+    site, release = helpers.site(tmp_path), threading.Event()
+    hers = subprocess.Popen(["sleep", "60"])
+
+    def checked(pid, lines, install=None):
+        if pid == hers.pid:
+            release.wait(60)  # her helper, stopped
+            return passover.Passed(pid, "", AttachError("late", session.where(pid)))
+        return Target(session.read(pid), Interpreter((3, 11, 7), False, sys.executable, ""), "gdb", "gdb")
+
+    monkeypatch.setattr(session, "checked", checked)
+    monkeypatch.setattr(session, "CHECKS", 1.0)
+    try:
+        s = session.Session([hers.pid, os.getpid()], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=2)
+        s.prepare(pass_over=True)
+        assert [a.pid for a in s.attached] == [os.getpid()]
+        (passed,) = s.passed
+        assert passed.pid == hers.pid and passed.why == f"process {hers.pid} was not checked within 1 s (its user's " \
+                                                        "helper did not answer in time)"
+        assert passed.command == "sleep 60"
+    finally:
+        release.set()
+        hers.kill()
+        hers.wait()
+

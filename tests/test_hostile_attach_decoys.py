@@ -309,7 +309,7 @@ def pythons_of_hers(stranger, token, n):
 @needs_system_python
 def test_her_stopping_the_helper_run_as_her_passes_only_her_processes_over_within_the_checks_bound(
         tmp_path, stranger, launched, token):
-    sign, mode, says = "SIGSTOP", "each", "was not checked within 30 s"  # every question asked as her, stopped
+    sign, mode = "SIGSTOP", "each"  # every question asked as her, stopped (tests/test_attach_session.py: the bound)
     job, site, python = launched
     hers = pythons_of_hers(stranger, token, 12)
     watcher = subprocess.Popen([SYSTEM, "-c", WATCHER, sign, "import_error", mode], user=stranger.uid, group=stranger.gid,
@@ -327,6 +327,7 @@ def test_her_stopping_the_helper_run_as_her_passes_only_her_processes_over_withi
     said = {s["pid"]: s for s in json.loads(done.stdout)}
     assert said[python]["state"] == "restored" and said[python]["captures"][0]["recorded"] == [[0, 1]]
     passed = [ln for p in hers for ln in passed_lines(done.stderr, p.pid)]
-    assert len(passed) == len(hers) and any(says in ln for ln in passed), done.stderr
+    assert len(passed) == len(hers), done.stderr  # each: its helper out of time, or its check past the bound
+    assert all("was not checked within 30 s" in ln or "helper" in ln for ln in passed), passed
     assert not folders(python) and not [p for p in hers if folders(p.pid)]
 
