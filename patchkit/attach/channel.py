@@ -28,7 +28,7 @@ import re
 import stat
 from typing import Any, Callable, Dict, List, Optional
 
-from patchkit.core.confined import Refused, open_regular, size_text
+from patchkit.core.confined import Refused, kind, open_regular, size_text
 from patchkit.core.printable import printable
 
 STATES = ("attached", "recording", "closing", "restored", "refused", "failed")  # what an agent writes
@@ -42,12 +42,6 @@ DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getatt
 
 class Unusable(Exception):
     """The request folder or its channel is not what this user made: said, never used."""
-
-
-def kind(mode: int) -> str:
-    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a symbolic link"
-            if stat.S_ISLNK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode)
-            or stat.S_ISBLK(mode) else "a file")
 
 
 def open_base(base: str) -> int:

@@ -124,6 +124,7 @@ def clear(top: int, budget: List[int]) -> None:
     try:
         take(fd)
         frames = [("", _identity(fd), children(fd, budget))]  # (name, identity, folders still to remove)
+        device = frames[0][1][0]
         while True:
             name, identity, pending = frames[-1]
             if pending:
@@ -137,8 +138,7 @@ def clear(top: int, budget: List[int]) -> None:
                 except OSError:  # not a folder after all
                     _unlink(child, fd)
                     continue
-                frames_dev = frames[0][1][0]
-                if _identity(inner)[0] != frames_dev:
+                if _identity(inner)[0] != device:
                     os.close(inner)
                     raise Bound("another file system is mounted inside")
                 os.close(fd)

@@ -99,9 +99,14 @@ def open_regular(path: str, dir_fd: Optional[int] = None) -> int:
     if stat.S_ISREG(mode):
         return fd
     os.close(fd)
-    what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if \
-        stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
-    raise Refused(errno.EINVAL, f"is not a regular file ({what}): never read")
+    raise Refused(errno.EINVAL, f"is not a regular file ({kind(mode)}): never read")
+
+
+def kind(mode: int) -> str:
+    """What a file of ``mode`` (``st_mode``) is, in a few words: "a folder", "a FIFO", "a symbolic link"..."""
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a symbolic link"
+            if stat.S_ISLNK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode)
+            or stat.S_ISBLK(mode) else "a file")
 
 
 def read_bounded(path: str, limit: int) -> bytes:
