@@ -3,7 +3,8 @@
 Each ``--point`` is ``TARGET`` (a function, :mod:`patchkit.authoring.funcref`)
 and the point's keys as ``patchkit points`` spells them
 (:mod:`patchkit.authoring.spec`).  The recipe's target comes from where the
-functions are (their package, distribution and files), its version range
+functions are (their package, distribution and files; or the script, a
+file in no package, which a job runs as ``__main__``), its version range
 from the installed version (``==`` it: later ones pass with a note), its settings from the defaults or
 from ``--from RECIPE``, and its example from the real function, run
 through the engine.  Before the file is written the recipe is read back by
