@@ -349,3 +349,93 @@ def test_a_target_running_when_the_code_goes_in_is_named_its_call_keeps_its_own_
     assert status(idle)["running"] == []
     train.Trainer(0, 0.0).step_logged(0)
     assert wait_state(idle, "restored")["original_code"]
+
+
+SCRIPT_JOB = """\
+import json, os, sys, time
+
+import torch
+
+
+class Tiny:
+    def __init__(self):
+        self.losses = []
+
+    def training_step(self, i):
+        with torch.profiler.record_function(f"job-step-{i}"):
+            self.losses.append(float(torch.tensor(i * 0.5)))
+
+
+if __name__ == "__main__":
+    from patchkit.attach import agent
+
+    spec = json.load(open(sys.argv[1]))
+    t, original = Tiny(), Tiny.training_step.__code__
+    t.training_step(0)
+    agent.attach(spec)
+    swapped = Tiny.training_step.__code__ is not original
+    for i in range(1, 6):
+        t.training_step(i)
+    for _ in range(400):
+        if Tiny.training_step.__code__ is original and "_patchkit_runtime" not in globals():
+            break
+        time.sleep(0.05)
+    print(json.dumps({"swapped": swapped, "back": Tiny.training_step.__code__ is original, "losses": t.losses,
+                      "left": "_patchkit_runtime" in globals()}))
+"""
+SCRIPT_RECIPE = """\
+id: ts
+description: a step in a script
+target:
+  script: train.py
+backend: torch
+profiler:
+  contents: [cpu]
+  save_path: {save}
+points:
+  - class: Tiny
+    method: training_step
+    at: method_start
+"""
+
+
+def test_a_script_s_own_class_is_attached_in_its_main_and_its_code_comes_back(tmp_path):
+    """`python train.py`: its class lives in __main__; the agent finds it there, checks the file, records the next
+    steps, and puts the job's own code back."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.py").write_text(SCRIPT_JOB)
+    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE.format(save=tmp_path / "traces"))
+    s = payload.settings(str(tmp_path / "ts.yaml"), [], None, 2)
+    spec = dict(payload.request(s, 2, str(job)), id="t", channel=tempfile.mkdtemp(dir=tmp_path), runtime_from="")
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, "train.py", str(tmp_path / "spec.json")], cwd=job, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out == {"swapped": True, "back": True, "losses": [i * 0.5 for i in range(6)], "left": False}, done.stderr
+    s = status(spec)
+    assert s["state"] == "restored" and s["targets"] == ["__main__:Tiny.training_step"] and s["original_code"]
+    assert s["captures"][0]["recorded"] == [[0, 1]]
+    (trace,) = s["captures"][0]["traces"]
+    assert [label for _, label in helpers.recorded_labels(trace)] == [[1], [2]]
+
+
+def test_a_script_other_than_the_planned_one_is_refused_in_the_job(tmp_path):
+    job, other = tmp_path / "job", tmp_path / "other"
+    job.mkdir()
+    other.mkdir()
+    (job / "train.py").write_text(SCRIPT_JOB)
+    (other / "train.py").write_text(SCRIPT_JOB)
+    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE.format(save=tmp_path / "traces"))
+    s = payload.settings(str(tmp_path / "ts.yaml"), [], None, 2)
+    spec = dict(payload.request(s, 2, str(other)), id="t", channel=tempfile.mkdtemp(dir=tmp_path), runtime_from="")
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, "train.py", str(tmp_path / "spec.json")], cwd=job, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["swapped"] is False
+    s = status(spec)
+    assert s["state"] == "refused" and s["error"] == (
+        f"the job runs {job / 'train.py'} as its script (__main__), not {other / 'train.py'} that patchkit planned: "
+        f"pass --root {job}"), s

@@ -181,3 +181,32 @@ def test_the_folder_goes_even_while_the_agent_writes_its_last_status_into_it():
         stop.set()
         writer.join()
     assert not os.path.lexists(f.base)
+
+
+SCRIPT_RECIPE = """\
+id: ts
+description: a step in a script
+target:
+  script: train.py
+backend: torch
+points:
+  - class: Tiny
+    method: training_step
+    at: method_start
+"""
+
+
+def test_a_script_s_module_is_the_job_s_main_planned_in_the_folder_that_holds_it(tmp_path):
+    """Attach plans with the job's script folder as the root: the script there, asked for as __main__."""
+    recipes, job = tmp_path / "recipes", tmp_path / "job"
+    recipes.mkdir()
+    job.mkdir()
+    (recipes / "ts.yaml").write_text(SCRIPT_RECIPE)
+    script = job / "train.py"
+    script.write_text("class Tiny:\n    def training_step(self, i):\n        return i\n")
+    s = payload.settings(str(recipes / "ts.yaml"), [], None, 2)
+    (module,) = payload.request(s, 2, str(job))["modules"]
+    assert (module["name"], module["file"], module["relpath"]) == ("__main__", str(script), "train.py")
+    assert module["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
+    assert module["targets"] == [["Tiny", "training_step", None]]
+    assert '_patchkit_runtime.step("ts")' in module["instrumented"]

@@ -113,3 +113,34 @@ def test_one_name_in_two_files_is_refused_before_anything_is_written(tmp_path):
         write_new("two", ["pkg.core:A.run at: loop_end loop: batches", "pkg.other:A.run at: loop_end loop: items"],
                   None, str(site), str(tmp_path / "two.yaml"), None)
     assert not (tmp_path / "two.yaml").exists()
+
+
+def test_a_script_s_recipe_names_it_from_the_recipe_s_folder_or_absolute_and_needs_no_root(tmp_path, monkeypatch):
+    from patchkit.authoring.newrecipe import write_new
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.py").write_text("class Tiny:\n    def step(self, i):\n        return i\n")
+    point = "jobs/train.py::Tiny.step at: method_start"
+    written = write_new("beside", [point], None, None, None, "torch")
+    assert (written.root, written.versions, written.ref.package) == ("", "", "")
+    assert "  script: jobs/train.py  #" in (tmp_path / "beside.yaml").read_text()
+    (tmp_path / "out").mkdir()
+    written = write_new("away", [point], None, None, "out/away.yaml", "torch")  # '..' is refused: absolute
+    assert f"  script: {tmp_path / 'jobs' / 'train.py'}  #" in (tmp_path / "out" / "away.yaml").read_text()
+    import patchkit
+
+    assert patchkit.plan(patchkit.load("out/away.yaml")).files[0].path == tmp_path / "jobs" / "train.py"
+
+
+def test_a_package_beside_the_command_is_named_with_root_in_the_next_commands(tmp_path, monkeypatch):
+    from patchkit.authoring.newrecipe import write_new
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mylab").mkdir()
+    (tmp_path / "mylab" / "__init__.py").write_text("")
+    (tmp_path / "mylab" / "trainer.py").write_text("class T:\n    def step(self, i):\n        return i\n")
+    written = write_new("here", ["mylab/trainer.py::T.step at: method_start"], None, None, None, "torch")
+    assert written.root == "."
+    written = write_new("given", ["mylab/trainer.py::T.step at: method_start"], None, str(tmp_path), None, "torch")
+    assert written.root == str(tmp_path)

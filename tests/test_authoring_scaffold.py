@@ -35,3 +35,16 @@ def test_the_text_reads_back_as_the_draft_says(tmp_path):
     recipe = load_recipe(path).recipe
     assert (recipe.target.distribution, recipe.target.versions, recipe.schedule.active) == ("my-pkg", ">=1.2", 2)
     assert recipe.points[0].loop[0].iter == "xs" and recipe.notes == DRAFT.notes
+
+
+def test_a_script_target_is_written_as_the_script_alone(tmp_path):
+    draft = DRAFT._replace(script="jobs/train.py", package="", distribution="train.py", versions="",
+                           files=("train.py",), examples=())
+    text = render(draft)[0]
+    target = text.split("target:\n")[1].split("backend:")[0]
+    assert target == ("  script: jobs/train.py  # the job's script: its code runs as __main__; a relative path is "
+                      "taken from this file's folder, or from --root DIR\n")
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    t = load_recipe(path).recipe.target
+    assert (t.script.path, t.package, t.files) == ("jobs/train.py", "", ("train.py",))

@@ -124,3 +124,100 @@ def test_new_s_help_names_every_key_a_point_takes():
     from patchkit.authoring.spec import KEYS
 
     assert all(f" {key}" in POINT_HELP for key in KEYS)
+
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = ("class Tiny:\n    def training_step(self, i):\n        return i * 2\n\n\n"
+          "if __name__ == '__main__':\n    print(sum(Tiny().training_step(i) for i in range(3)))\n")
+
+
+def console(args, cwd):
+    """The `patchkit` command as the console script runs it: `-P`, so the current folder is not on sys.path."""
+    import os
+    import shlex
+
+    argv = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
+    assert argv[0] == "patchkit", argv
+    return subprocess.run([sys.executable, "-P", "-m", "patchkit", *argv[1:]], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def next_commands(stderr: str):
+    """Every `patchkit ...` command `new` printed as a next step, in order."""
+    import re
+
+    return [c.strip() for c in re.findall(r"(patchkit (?:test|diff|apply|revert) [^;\n]+)", stderr)]
+
+
+def each_next_command_works(made, cwd, patched: Path, before: str):
+    commands = next_commands(made.stderr)
+    assert [c.split()[1] for c in commands] == ["test", "diff", "apply", "revert"], made.stderr
+    for command in commands:
+        done = console(command, cwd)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+        if command.split()[1] == "apply":
+            assert "# patchkit:" in patched.read_text()
+    assert patched.read_text() == before  # reverted, byte for byte
+    return commands
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P (the console script's sys.path) is 3.11+")
+def test_every_next_command_new_prints_works_as_printed(tmp_path):
+    """A package under --root, a package found only beside the command (a checkout in the current folder), a script
+    beside the recipe, a script elsewhere (an absolute path), and a script found under --root."""
+    site = tmp_path / "site"
+    shutil.copytree(OWN, site)
+    loop = site / "tinytrain" / "loop.py"
+    made = console(["patchkit", "new", "own", "--root", "site", "--point",
+                    "tinytrain.loop:Trainer.fit at: before_loop loop: {iter: batches}"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert each_next_command_works(made, tmp_path, loop, loop.read_text())[1] == "patchkit diff ./own.yaml --root site"
+
+    work = tmp_path / "work"
+    (work / "mylab").mkdir(parents=True)
+    (work / "mylab" / "__init__.py").write_text("")
+    (work / "mylab" / "trainer.py").write_text(SCRIPT.replace("Tiny", "Trainer"))
+    made = console(["patchkit", "new", "mylab-step", "--point", "mylab/trainer.py::Trainer.training_step at: "
+                    "method_start"], work)
+    assert made.returncode == 0, made.stderr
+    commands = each_next_command_works(made, work, work / "mylab" / "trainer.py", SCRIPT.replace("Tiny", "Trainer"))
+    assert commands[2] == "patchkit apply ./mylab-step.yaml --root ."
+    assert console("patchkit diff ./mylab-step.yaml", work).returncode == 1  # without it: not in this environment
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "train.py").write_text(SCRIPT)
+    made = console(["patchkit", "new", "ts", "--point", "train.py::Tiny.training_step at: method_start"], jobs)
+    assert made.returncode == 0, made.stderr
+    assert "wrote ts.yaml: 1 point in Tiny.training_step (the script " in made.stderr
+    assert "  script: train.py  # the job's script" in (jobs / "ts.yaml").read_text()
+    commands = each_next_command_works(made, jobs, jobs / "train.py", SCRIPT)
+    assert commands == ["patchkit test ./ts.yaml", "patchkit diff ./ts.yaml", "patchkit apply ./ts.yaml",
+                        "patchkit revert ts"]
+
+    (tmp_path / "recipes").mkdir()
+    made = console(["patchkit", "new", "elsewhere", "-o", "../recipes/elsewhere.yaml", "--point",
+                    "train.py::Tiny.training_step at: on_exit"], jobs)
+    assert made.returncode == 0, made.stderr
+    assert f"  script: {jobs / 'train.py'}  #" in (tmp_path / "recipes" / "elsewhere.yaml").read_text()
+    each_next_command_works(made, jobs, jobs / "train.py", SCRIPT)
+
+    made = console(["patchkit", "new", "under-root", "--root", "jobs", "--point",
+                    "train.py::Tiny.training_step at: method_start"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "  script: jobs/train.py  #" in (tmp_path / "under-root.yaml").read_text()
+    each_next_command_works(made, tmp_path, jobs / "train.py", SCRIPT)
+
+
+def test_new_on_a_script_writes_nothing_for_points_in_two_places_or_a_top_level_module(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "other.py").write_text(SCRIPT)
+    result = run("new", "two", "--point", "train.py::Tiny.training_step at: method_start",
+                 "--point", "other.py::Tiny.training_step at: method_start", code=1)
+    assert f"the points are in the script {tmp_path / 'train.py'} and the script {tmp_path / 'other.py'}; a recipe " \
+           "patches one package or one script" in result.stderr
+    result = run("new", "mod", "--root", tmp_path, "--point", "train:Tiny.training_step at: method_start", code=1)
+    assert "is the module train, in no package: a recipe patches a package's file or a script" in result.stderr
+    assert "if the job runs it (python train.py), name it as train.py::Tiny.training_step" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.py", "train.py"]

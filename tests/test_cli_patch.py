@@ -165,3 +165,57 @@ def test_diff_o_never_writes_through_a_link_another_user_planted_in_a_sticky_fol
     result = run("diff", R, "--root", root, "-o", stranger.sticky / "theirs" / "up" / "x.patch", code=1)
     assert f"is a symbolic link owned by uid {stranger.uid}, not by you" in result.stderr
     assert not (tmp_path / "x.patch").exists()
+
+
+SCRIPT_RECIPE = """\
+id: ts
+description: a step in a script
+target:
+  script: train.py
+backend: torch
+points:
+  - class: Tiny
+    method: training_step
+    at: method_start
+"""
+SCRIPT = ("class Tiny:\n    def training_step(self, i):\n        return i * 2\n\n\n"
+          "if __name__ == '__main__':\n    print(sum(Tiny().training_step(i) for i in range(3)))\n")
+
+
+def test_diff_apply_status_and_revert_take_a_script_from_the_recipe_s_folder(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE)
+    monkeypatch.chdir("/")  # the recipe's folder decides, not the current one
+    recipe = tmp_path / "ts.yaml"
+    result = run("diff", recipe)
+    assert result.stdout.startswith("--- a/train.py\n+++ b/train.py\n") and '_patchkit_runtime.step("ts")' in result.stdout
+    assert f"ts: 1 file(s) would change, 0 already applied (the script {tmp_path / 'train.py'})" in result.stderr
+    lines = run("apply", recipe).stderr.splitlines()
+    assert lines[0] == f"patched: {tmp_path / 'train.py'} (11 lines)"
+    assert lines[1].startswith(f"ts: 1 file(s) patched, 0 already applied (the script {tmp_path / 'train.py'}); ")
+    assert "# patchkit:ts" in (tmp_path / "train.py").read_text()
+    status = run("status").stdout
+    assert f"applied     ts  {tmp_path / 'train.py'}  (train.py)" in status
+    done = subprocess.run([sys.executable, "-I", "train.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.stdout == "6\n"  # patched, the script runs (patchkit not importable there: said, and it runs on)
+    assert "patchkit: ts is applied to __main__, but" in done.stderr
+    run("revert", "ts")
+    assert (tmp_path / "train.py").read_text() == SCRIPT
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "train.py").write_text(SCRIPT)
+    run("apply", recipe, "--root", other)
+    assert "# patchkit:ts" in (other / "train.py").read_text() and (tmp_path / "train.py").read_text() == SCRIPT
+    run("revert", "ts")
+    assert (other / "train.py").read_text() == SCRIPT
+
+
+def test_a_script_recipe_whose_script_is_not_there_fails_at_the_recipe_s_line_and_writes_nothing(tmp_path):
+    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE)
+    for command in ("diff", "apply"):
+        result = run(command, tmp_path / "ts.yaml", code=1)
+        assert f"ts.yaml:4:11: no script train.py: {tmp_path / 'train.py'} is not there" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ts.yaml"]

@@ -234,3 +234,25 @@ def test_the_child_s_stderr_holds_nothing_but_patchkit_s_own_lines(tmp_path, sit
     else:
         assert module == os.path.join(HOOK_DIR, "sitecustomize.py")  # the hook's, back in its place
         assert not log.exists()
+
+
+def test_a_script_recipe_is_refused_before_the_command_starts_with_what_to_use(tmp_path):
+    """run instruments modules as they are imported; a script runs as __main__ and is never imported."""
+    (tmp_path / "train.py").write_text("open('ran', 'w').write('yes')\n")
+    (tmp_path / "ts.yaml").write_text(textwrap.dedent("""\
+        id: ts
+        description: a script
+        target:
+          script: train.py
+        points:
+          - {function: main, at: method_start}
+        """))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for extra in ([], ["--print-env"]):
+        done = subprocess.run([sys.executable, "-m", "patchkit", "run", "ts.yaml", *extra, "--", sys.executable,
+                               "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and done.stdout == "" and not (tmp_path / "ran").exists()
+        assert done.stderr.startswith("error: ts.yaml:4:11: ts patches the script train.py, which runs as __main__: "
+                                      "`patchkit run` instruments modules as the job imports them"), done.stderr
+        assert "hint: patch it with `patchkit apply ts.yaml` (undo: `patchkit revert ts`), or attach to the running " \
+               "job with `patchkit attach PID ts.yaml`" in done.stderr

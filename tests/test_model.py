@@ -34,3 +34,12 @@ def test_a_point_names_its_scope():
     assert Point(None, "train", "method_start").scope == "train"
     assert Point("A", "run", "method_start", nested="inner").scope == "A.run.inner"
     assert LoopSelector(iter="mbs", target="mb").describe() == "over mbs with target mb"
+
+
+def test_a_target_is_a_package_unless_it_names_a_script():
+    from patchkit.core.model import Script, Target
+
+    package = Target("verl", "verl", ">=0.4", ("verl/a.py",))
+    assert package.script is None and package.shown == "verl"
+    script = Target("", "train.py", "", ("train.py",), script=Script("jobs/train.py", "/srv"))
+    assert script.script.name == "train.py" and script.shown == "the script jobs/train.py"

@@ -87,3 +87,79 @@ def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_p
     assert link.is_symlink() and b"patchkit" in real.read_bytes()
     patchkit.revert([], everything=True)
     assert link.is_symlink() and real.read_bytes() == original
+
+
+# ---------------------------------------------------------------- a script as the target
+
+SCRIPT_RECIPE = """\
+id: ts
+description: a step in a script
+target:
+  script: {script}
+backend: torch
+points:
+  - class: Tiny
+    method: training_step
+    at: method_start
+"""
+SCRIPT = "class Tiny:\n    def training_step(self, i):\n        return i * 2\n"
+
+
+def script_recipe(folder, script="train.py"):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "ts.yaml"
+    path.write_text(SCRIPT_RECIPE.format(script=script))
+    return patchkit.load(str(path)).recipe.target
+
+
+def test_a_script_is_found_from_the_recipe_s_folder_or_in_root_with_no_version(tmp_path, monkeypatch):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.py").write_text(SCRIPT)
+    monkeypatch.chdir("/")
+    monkeypatch.setenv("PATCHKIT_ROOT", str(tmp_path / "site-packages"))  # names a site-packages: not for scripts
+    installed = locate(script_recipe(tmp_path, "jobs/train.py"))
+    assert (installed.root, installed.version, installed.kind) == (tmp_path / "jobs", None, "script")
+    other = tmp_path / "copy"
+    other.mkdir()
+    (other / "train.py").write_text(SCRIPT)
+    assert locate(script_recipe(tmp_path, "jobs/train.py"), str(other)).root == other  # --root: the folder holding it
+    absolute = locate(script_recipe(tmp_path / "r", str(other / "train.py")))
+    assert absolute.root == other
+
+
+def test_a_missing_script_is_said_at_the_recipe_s_line_with_where_it_looked(tmp_path):
+    target = script_recipe(tmp_path)
+    with pytest.raises(TargetError) as info:
+        locate(target)
+    e = info.value
+    assert e.message == f"no script train.py: {tmp_path / 'train.py'} is not there (taken from the recipe's folder " \
+                        f"{tmp_path})"
+    assert (e.where.path, e.where.line) == (str(tmp_path / "ts.yaml"), 4) and "--root DIR" in e.hint
+    with pytest.raises(TargetError, match=f"taken from --root {tmp_path / 'x'}"):
+        (tmp_path / "x").mkdir()
+        locate(target, str(tmp_path / "x"))
+    (tmp_path / "train.py").mkdir()
+    with pytest.raises(TargetError, match="is not a plain file"):
+        locate(target)
+
+
+def test_a_script_that_is_a_link_out_of_its_folder_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text(SCRIPT)
+    recipes = tmp_path / "recipes"
+    target = script_recipe(recipes, "jobs/train.py")
+    (recipes / "jobs").symlink_to(outside)  # a folder on the way
+    with pytest.raises(TargetError, match="outside") as info:
+        (outside / "train.py").symlink_to(outside / "secret.py")
+        locate(target)
+    assert info.value.where.line == 4
+    (recipes / "jobs").unlink()
+    (recipes / "jobs").mkdir()
+    (recipes / "jobs" / "train.py").symlink_to(outside / "secret.py")  # the file itself
+    with pytest.raises(TargetError, match="is a symbolic link to .*secret.py, outside"):
+        locate(target)
+    (recipes / "jobs" / "real.py").write_text(SCRIPT)  # a link inside the folder is the file it names
+    (recipes / "jobs" / "train.py").unlink()
+    (recipes / "jobs" / "train.py").symlink_to("real.py")
+    assert locate(target).root == recipes / "jobs"

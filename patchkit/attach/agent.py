@@ -157,8 +157,9 @@ class Attachment:
         loaded = os.path.realpath(named) if named else ""
         if loaded != path:
             top = loaded[: -len(entry["relpath"])].rstrip("/") if loaded.endswith(entry["relpath"]) else ""
-            raise Refused(f"the job imported {name} from {loaded or 'no file'}, not {path} that patchkit planned"
-                          + (f": pass --root {top}" if top else ""))
+            runs = f"the job runs {loaded or 'no file'} as its script (__main__)" if name == "__main__" else \
+                f"the job imported {name} from {loaded or 'no file'}"
+            raise Refused(f"{runs}, not {path} that patchkit planned" + (f": pass --root {top}" if top else ""))
         with open(path, "rb") as handle:
             source = handle.read()
         if hashlib.sha256(source).hexdigest() != entry["sha256"]:

@@ -67,7 +67,8 @@ def request(s: Settings, steps: int, root: Optional[str] = None, versions=(False
                               "`patchkit revert` and attach")
         targets = _targets(pt for pt in f.points if pt.at not in DECORATING)
         decorated = _targets(pt for pt in f.points if pt.at in DECORATING)
-        modules.append({"name": module_name(f.relpath), "file": str(f.path), "relpath": f.relpath,
+        name = "__main__" if s.recipe.target.script else module_name(f.relpath)  # a script runs as __main__
+        modules.append({"name": name, "file": str(f.path), "relpath": f.relpath,
                         "sha256": hashlib.sha256(f.data).hexdigest(), "instrumented": f.result.text,
                         "targets": [list(t) for t in targets],
                         "decorated": [[list(t), decorators(s.id, f, t)] for t in decorated]})

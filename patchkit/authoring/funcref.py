@@ -5,7 +5,7 @@ on disk without importing anything, with the package, distribution and version a
 recipe's package: the top-level name with ``importlib.util.find_spec`` (no
 import), or under ``--root``; then the module's file below it
 (``a/b/c.py`` or ``a/b/c/__init__.py``).  ``path::...`` is that file; its
-package is the topmost folder above it with an ``__init__.py``.
+package is the topmost folder above it with an ``__init__.py`` (none: a script, ``python train.py``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Each ``--point`` is ``TARGET`` (a function, :mod:`patchkit.authoring.funcref`)
 and the point's keys as ``patchkit points`` spells them
 (:mod:`patchkit.authoring.spec`).  The recipe's target comes from where the
-functions are (their package, distribution and files), its version range
+functions are (their package, distribution and files; or the script, a
+file in no package, which a job runs as ``__main__``), its version range
 from the installed version (``==`` it: later ones pass with a note), its settings from the defaults or
 from ``--from RECIPE``, and its example from the real function, run
 through the engine.  Before the file is written the recipe is read back by
@@ -36,6 +37,7 @@ class Written(NamedTuple):
     versions: str
     described: Tuple[str, ...]
     shown: str  # the path as the user would type it next
+    root: str = ""  # the --root the next commands need ("" when they find the target without one)
 
 
 class _Asked(NamedTuple):
@@ -60,11 +62,12 @@ def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[s
     _refuse_existing(path)
     asked = [_asked(spec, root) for spec in point_specs]
     first = asked[0].ref
-    others = sorted({a.ref.package for a in asked} - {first.package})
+    others = sorted({_owner(a.ref) for a in asked} - {_owner(first)})
     if others:
-        raise RecipeError(f"the points are in packages {first.package} and {', '.join(others)}; a recipe patches one",
-                          hint="write one recipe per package")
-    text, settings = _drafted(recipe_id, asked, start_from, backend)
+        raise RecipeError(f"the points are in {_owner(first)} and {', '.join(others)}; a recipe patches one package "
+                          "or one script", hint="write one recipe for each")
+    script = _script_path(first.path, path) if not first.package else ""
+    text, settings = _drafted(recipe_id, asked, start_from, backend, script)
     _check(text, path)
     _write(path, text)
     version_range = settings.recipe.target.versions
@@ -72,7 +75,39 @@ def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[s
 
     shown = str(path) if path.is_absolute() or os.sep in str(path) else f".{os.sep}{path}"
     return Written(path, first, tuple(a.point for a in asked), version_range,
-                   tuple(f"{a.ref.qualname}: {spell(a.point)}" for a in asked), shown)
+                   tuple(f"{a.ref.qualname}: {spell(a.point)}" for a in asked), shown,
+                   "" if script else _root_needed(first, root))
+
+
+def _owner(ref: FunctionRef) -> str:
+    return f"the package {ref.package}" if ref.package else f"the script {ref.path}"
+
+
+def _script_path(script: Path, recipe: Path) -> str:
+    """The script as the recipe names it: from the recipe file's folder when it is inside it, else absolute."""
+    folder = Path(os.path.realpath(recipe.parent if str(recipe.parent) else "."))
+    real = Path(os.path.realpath(script))
+    return real.relative_to(folder).as_posix() if folder in real.parents else real.as_posix()
+
+
+def _root_needed(ref: FunctionRef, root: Optional[str]) -> str:
+    """The ``--root`` that ``diff`` and ``apply`` need to find the package where ``new`` found it: the one given,
+    else the folder above a package that this environment does not hold there (a checkout beside the command)."""
+    if root:
+        return root
+    from patchkit.core.model import Target
+    from patchkit.state.targets import locate
+
+    assert ref.installed is not None
+    try:
+        found = locate(Target(ref.package, ref.distribution, "", ()))
+    except PatchkitError:
+        found = None
+    top, here = ref.installed.root.resolve(), Path.cwd().resolve()
+    # the current folder is on sys.path for `python -m patchkit`, not for the `patchkit` command
+    if found is not None and found.package_dir.resolve() == ref.installed.package_dir.resolve() and top != here:
+        return ""
+    return "." if top == here else os.path.relpath(top, here) if here in top.parents else str(top)
 
 
 def _refuse_existing(path: Path) -> None:
@@ -89,16 +124,18 @@ def _asked(spec: str, root: Optional[str]) -> _Asked:
         raise RecipeError(f"--point {spec!r} names no point after the target",
                           hint='write --point "TARGET at: ..." as `patchkit points TARGET` prints it')
     ref = resolve(target, root)
-    if not ref.package:
-        raise TargetError(f"{ref.path} is in no package: a recipe patches a file of an installed package",
-                          Location(str(ref.path)), "name it as module:Class.method, with --root DIR if needed")
+    if not ref.package and ref.module:  # a top-level module found by its name: imported, not run as a script
+        raise TargetError(f"{ref.path} is the module {ref.module}, in no package: a recipe patches a package's file "
+                          "or a script", Location(str(ref.path)),
+                          f"if the job runs it (python {ref.path.name}), name it as {ref.path.name}::{ref.qualname}")
     found, source = read_outline(ref)
     point = {**found.scope, **parse(rest)}
     return _Asked(spec, ref, point, source)
 
 
-def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], backend: Optional[str]):
-    """The recipe's text with its example, and its settings, read back by the loader."""
+def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], backend: Optional[str], script: str):
+    """The recipe's text with its example, and its settings, read back by the loader (``script``: the target is
+    that script, as the recipe names it)."""
     first = asked[0].ref
     files = list(dict.fromkeys(a.ref.relpath for a in asked))
     _one_file_per_name(asked)
@@ -109,7 +146,8 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
     base = _base(start_from)
     version = first.installed.version if first.installed else None
     dist = first.distribution
-    origin = (f"Written by `patchkit new` from {dist} {version or '(version unknown)'}"
+    what = f"the script {first.path.name}" if script else f"{dist} {version or '(version unknown)'}"
+    origin = (f"Written by `patchkit new` from {what}"
               + (f", starting from the settings of {base.id}" if base else "") + ".")
     draft = Draft(
         id=recipe_id,
@@ -123,16 +161,16 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
                        "so any version is patched where every point fits"),
         files=(files[0],), backend=backend or (base.recipe.backend if base else "npu"),
         profiler=_profiler(recipe_id, base), schedule=_schedule(base), points=tuple(points),
-        notes=base.recipe.notes if base else (), origin=origin)
+        notes=base.recipe.notes if base else (), origin=origin, script=script)
     settings = _fits(_load(render(draft)[0], draft, asked), asked)
     from patchkit.recipe.kinds import describe
 
     draft = draft._replace(description="; ".join(describe(p) for p in settings.recipe.points)
-                           + f" ({dist}: {', '.join(files)}).")
+                           + (f" ({what})." if script else f" ({dist}: {', '.join(files)})."))
     examples = []
     for a in asked:
         cls, function = (a.point.get("class"), a.point.get("method") or a.point.get("function"))
-        name = f"{a.ref.qualname} as in {dist} {version or ''}".rstrip()
+        name = f"{a.ref.qualname} as in {what if script else dist + ' ' + (version or '')}".rstrip()
         if any(e[0] == name for e in examples):
             continue
         from patchkit.authoring.excerpt import example

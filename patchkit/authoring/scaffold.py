@@ -29,6 +29,7 @@ class Draft(NamedTuple):
     notes: Tuple[str, ...] = ()
     examples: Tuple[Tuple[str, str, str], ...] = ()  # (name, before, after)
     origin: str = ""  # the first comment line: what the file was written from
+    script: str = ""  # a script target: its path from the recipe's folder (or absolute); no package, no versions
 
 
 class _Literal(yaml.SafeDumper):
@@ -54,12 +55,7 @@ def render(draft: Draft) -> Tuple[str, List[int]]:
            "description: >",
            *_folded(draft.description),
            "target:",
-           f"  package: {draft.package}",
-           f"  distribution: {draft.distribution}",
-           f"  versions: {_scalar(draft.versions)}  # {draft.versions_note}" if draft.versions else
-           f"  # {draft.versions_note}",
-           "  files:",
-           *[f"    - {_scalar(f)}" for f in draft.files],
+           *(_script(draft) if draft.script else _package(draft)),
            f"backend: {draft.backend}",
            "profiler:"]
     out += [f"  {k}: {_value_of(v)}" for k, v in draft.profiler.items()]
@@ -81,6 +77,20 @@ def render(draft: Draft) -> Tuple[str, List[int]]:
             out.append(f"  - name: {_scalar(name)}")
             out += _block("before", before) + _block("after", after)
     return "\n".join(out) + "\n", starts
+
+
+def _package(draft: Draft) -> List[str]:
+    return [f"  package: {draft.package}",
+            f"  distribution: {draft.distribution}",
+            f"  versions: {_scalar(draft.versions)}  # {draft.versions_note}" if draft.versions else
+            f"  # {draft.versions_note}",
+            "  files:",
+            *[f"    - {_scalar(f)}" for f in draft.files]]
+
+
+def _script(draft: Draft) -> List[str]:
+    return [f"  script: {_scalar(draft.script)}  # the job's script: its code runs as __main__; a relative path is "
+            "taken from this file's folder, or from --root DIR"]
 
 
 def _value_of(value: Any) -> str:

@@ -91,12 +91,16 @@ def spell_scope(scope) -> str:
 @click.option("--backend", type=BackendChoice(), default=None,
               help="the recipe's backend (default: npu, or --from's)")
 def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
-    """Write the recipe ID.yaml for the points asked: target package, file and version range from where TARGET
-    lives, the schedule and profiler keys with their defaults, and a before/after example made from the real
-    function, so that `patchkit test ./ID.yaml` passes and `patchkit apply ./ID.yaml` works as written.
+    """Write the recipe ID.yaml for the points asked: its target (the package, file and version range where
+    TARGET lives, or the script, path/to/train.py::NAME, a job runs as __main__), the schedule and profiler keys
+    with their defaults, and a before/after example made from the real function.  It prints the commands that
+    come next, each as it works from here (with --root where the target needs one): `patchkit test`, `diff`,
+    `apply` and `revert`.
 
     An existing file is never overwritten.
     """
+    import shlex
+
     import patchkit
 
     written = patchkit.new_recipe(recipe_id, point_specs, start_from, root, output, backend)
@@ -104,9 +108,12 @@ def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
     count = f"{len(written.points)} point{'s' if len(written.points) > 1 else ''}"
     names = dict.fromkeys(".".join(p[k] for k in ("class", "method", "function", "nested") if p.get(k))
                           for p in written.points)
-    say(f"wrote {written.path}: {count} in {', '.join(names)} "
-        f"({written.ref.relpath}, {written.versions or 'any version'})")
+    what = f"{written.ref.relpath}, {written.versions or 'any version'}" if written.ref.package else \
+        f"the script {written.ref.path}"
+    say(f"wrote {written.path}: {count} in {', '.join(names)} ({what})")
     for line in written.described:
         say(f"  {line}")
-    say(f"check it: patchkit test {written.shown}; preview: patchkit diff {written.shown}"
-        + (f" --root {root}" if root else ""))
+    recipe = shlex.quote(written.shown)
+    where = f" --root {shlex.quote(written.root)}" if written.root else ""
+    say(f"check it: patchkit test {recipe}; preview: patchkit diff {recipe}{where}")
+    say(f"patch the file: patchkit apply {recipe}{where}; undo: patchkit revert {shlex.quote(recipe_id)}")

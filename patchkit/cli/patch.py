@@ -31,6 +31,13 @@ def ledger():
     return Said()
 
 
+def origin(target, installed) -> str:
+    """What was patched, for the closing line: the distribution, its version and where that was read; a script."""
+    if target.script is not None:
+        return f"the script {installed.root / target.script.name}"
+    return f"{target.distribution} {installed.shown or '(version unknown)'}, from {installed.version_from}"
+
+
 def say_skipped(refusal: str, note: str = "") -> None:
     """What --skip-version-check let through, said plainly (nothing when the version was in range anyway), and a
     version past the recipe's proven range, or none, said once."""
@@ -75,7 +82,7 @@ def diff(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
                                              f"in the git work tree {f.work_tree} but not tracked there"))
     target = plan.settings.recipe.target
     say(f"{plan.settings.id}: {changed} file(s) would change, {len(plan.files) - changed} already applied "
-        f"({target.distribution} {plan.installed.shown}, from {plan.installed.version_from})")
+        f"({origin(target, plan.installed)})")
     if changed:
         say("apply the patch with `git apply` or `patch -p1` run in " + " and ".join(map(str, plan.patch_bases())))
 
@@ -119,7 +126,7 @@ def apply(recipe: str, overrides: Sequence[str], root: Optional[str], backend: O
     for warning in done.warnings:
         say(f"warning: {warning}")
     say(f"{s.id}: {done.changed} file(s) patched, {len(done.outcomes) - done.changed} already applied "
-        f"({s.recipe.target.distribution} {done.installed.shown}, from {done.installed.version_from}); "
+        f"({origin(s.recipe.target, done.installed)}); "
         f"traces go to {s.recipe.profiler.save_path}; undo with `patchkit revert {s.id}`")
     for note in s.recipe.notes:  # after the outcome: a failing apply shows its error first, and only that
         say(f"note: {note}")
@@ -230,7 +237,8 @@ def status(as_json: bool, root: Optional[str]) -> None:
             continue
         recipes = ", ".join(sorted(st.record.recipes))
         warn = "" if st.backup_ok else "  [backup missing or corrupted: revert takes the marked lines out]"
-        click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution} {st.record.version}){warn}")
+        version = f" {st.record.version}" if st.record.version else ""  # none: a script's
+        click.echo(f"{st.state:10s}  {recipes}  {st.record.path}  ({st.record.distribution}{version}){warn}")
         for rid, a in sorted(st.record.recipes.items()):
             if a.git:
                 click.echo(f"{'':10s}  {rid}: committed {a.git['commit'][:10]} on {a.git['branch']} in {a.git['work_tree']}")

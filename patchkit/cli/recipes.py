@@ -65,7 +65,8 @@ def show(recipe: str, overrides: Sequence[str], root: Optional[str], backend: Op
     s = patchkit.load(recipe, overrides, backend)
     r = s.recipe
     out = [f"{r.id}  ({r.path})", "", r.description, "",
-           f"target:   {r.target.distribution} {_proven(r.target)}, import name {r.target.package}",
+           f"target:   {r.target.distribution} {_proven(r.target)}, import name {r.target.package}" if not r.target.script
+           else f"target:   the script {r.target.script.path} (run as __main__; no version)",
            "files:    " + ", ".join(r.target.files), _patches(s, root, strict or None), f"backend:  {r.backend}"]
     unused = _unused(r.schedule)
     for key, value in s.runtime_settings().items():
@@ -160,6 +161,8 @@ def _patches(s, root: Optional[str], strict: Optional[bool] = None) -> str:
         return f"patches:  no file shown: {where}{exc.message}" + (f"\n          hint: {exc.hint}" if exc.hint else "")
     named = [str(g[0]) if len(g) == 1 else f"the first of {' and '.join(map(str, g))} where every point resolves "
              "(`patchkit diff` names it)" for g in groups]
+    if s.recipe.target.script:
+        return f"patches:  {', '.join(named)}"
     return (f"patches:  {', '.join(named)}\n"
             f"          ({s.recipe.target.distribution} {installed.shown or '(version unknown)'}, "
             f"from {installed.version_from})" + (f"\n          note: {note}" if note else ""))

@@ -48,6 +48,14 @@ def run(recipe: str, args: Sequence[str], root: Optional[str], backend: Optional
         raise click.UsageError("give the command to run after --, e.g. patchkit run RECIPE -- python train.py")
     unreached = check(command, HOOK_DIR) if command and not print_env else []  # nothing reached: an error, here
     settings = patchkit.load(recipe, overrides, backend)
+    script = settings.recipe.target.script
+    if script is not None:  # run instruments modules as they are imported; a script is not imported, it runs
+        from patchkit.core.errors import Location, TargetError
+
+        raise TargetError(f"{settings.id} patches the script {script.path}, which runs as __main__: `patchkit run` "
+                          "instruments modules as the job imports them, and a script is never imported",
+                          script.where or Location(settings.recipe.path), f"patch it with `patchkit apply {recipe}` (undo: `patchkit "
+                          f"revert {settings.id}`), or attach to the running job with `patchkit attach PID {recipe}`")
     spec = prepare(settings, read_text(patchkit.recipe_path(recipe)), root, *versions)
     from patchkit.cli.patch import say_skipped
 

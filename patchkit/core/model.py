@@ -14,8 +14,23 @@ from patchkit.core.vocabulary import ACTIONS, CONTENTS, DEFAULTS, EXPORT_TYPES, 
 MARKER = "patchkit"
 
 
+class Script(NamedTuple):
+    """A target that is a script (``python train.py``): its code runs as ``__main__``, in no package, with no
+    version.  ``path`` as the recipe writes it; a relative one is taken from ``base`` (the recipe file's folder),
+    or from ``--root`` (the folder holding the script) when one is given."""
+
+    path: str
+    base: str  # an absolute folder
+    where: Optional[Location] = None  # the recipe's ``script:`` line, for errors
+
+    @property
+    def name(self) -> str:
+        """The script's file name: the one file a script recipe patches (``target.files``)."""
+        return self.path.rsplit("/", 1)[-1]
+
+
 class Target(NamedTuple):
-    package: str
+    package: str  # "" for a script
     distribution: str
     versions: str  # the releases the recipe is proven on ("" for any: code with no version)
     files: Tuple[str, ...]
@@ -23,6 +38,12 @@ class Target(NamedTuple):
     tags: Tuple[str, ...] = ()  # git tags or branches supported, for source checkouts without metadata
     excluded: str = ""  # releases refused whatever their structure (a PEP 440 specifier)
     excluded_reason: str = ""  # why, said with the refusal
+    script: Optional[Script] = None  # a script, not a package: package "", distribution the script's file name
+
+    @property
+    def shown(self) -> str:
+        """What the target is, for people: ``the script train.py``, or the distribution's name."""
+        return f"the script {self.script.path}" if self.script else self.distribution
 
 
 class Profiler(NamedTuple):

@@ -8,7 +8,7 @@
 - :mod:`.respell`: other tools' spellings in ``profiler:`` respelt as patchkit's names, positions kept.
 - :mod:`.overrides`: ``KEY=VALUE`` from the command line; :mod:`.versions`: version ranges (``packaging``).
 - :mod:`.catalogue`: the built-in recipes' targets, read quickly; :mod:`.schema`: ``recipe.schema.json``.
-- :mod:`.replicas`: which rollout replicas a recipe records.
+- :mod:`.replicas`: which rollout replicas a recipe records; :mod:`.script`: a target that is a script (``__main__``).
 
 The built-in recipe files themselves are the package ``patchkit.recipes``.
 """

@@ -22,7 +22,7 @@ from patchkit.runtime import backends
 from patchkit.core import model as m
 from patchkit.recipe import parts
 from patchkit.recipe import points as recipe_points
-from patchkit.recipe import replicas
+from patchkit.recipe import replicas, script
 from patchkit.core import vocabulary as v
 from patchkit.core.errors import Location, OverrideError, RecipeError
 from patchkit.recipe.respell import respell
@@ -35,7 +35,7 @@ from patchkit.recipe.yamlpos import load as load_yaml
 FORMAT_KEYS = {
     "id": "the recipe's name: the file name without .yaml",
     "description": "one paragraph: what the recipe captures",
-    "target": "what it patches: package, distribution, versions, files",
+    "target": "what it patches: package, distribution, versions, files; or a script",
     "backend": "the profiler backend: a name registered in patchkit.runtime.backends",
     "profiler": ", ".join(v.PROFILER_KEYS),
     "schedule": ", ".join(v.SCHEDULE_KEYS),
@@ -47,7 +47,7 @@ FORMAT_KEYS = {
     "examples": "before/after sources the tests and `patchkit test` run",
 }
 REQUIRED = ("id", "description", "target", "points")
-TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags", "excluded")
+TARGET_KEYS = ("package", "distribution", "versions", "files", "instead", "tags", "excluded", "script")
 DISTRIBUTION_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")  # PEP 508, at most 200 characters
 
 
@@ -92,6 +92,7 @@ def parse_recipe(data: Any, marks: Marks, path: str, overrides: Sequence[str] = 
     roles = parts.roles(r, options) if "roles" in data else ()
     guard = r.expression(("guard",)) if "guard" in data else None
     points = recipe_points.points(r, options)
+    script.check_points(r, target, points)
     notes = tuple(r.strings(("notes",))) if "notes" in data else ()
     examples = parts.examples(r, options) if "examples" in data else ()
 
@@ -159,7 +160,10 @@ def _backend(r: Reader) -> str:
 
 
 def _target(r: Reader) -> m.Target:
-    t = r.mapping(("target",), TARGET_KEYS, ("package", "files"))
+    t = r.mapping(("target",), TARGET_KEYS)
+    if "script" in t:
+        return script.target(r, t)
+    r.mapping(("target",), TARGET_KEYS, ("package", "files"))
     package = r.name(("target", "package"), "package")
     if not is_identifier(package):
         raise r.fail(("target", "package"), f"package {package!r} is not a top-level import name",

@@ -163,11 +163,18 @@ def candidate_files(settings: Settings, root: Optional[str] = None,
     return installed, groups, note
 
 
+def _what(target, installed: Installed) -> str:
+    """The target for messages: ``vllm-ascend 0.9.1``, or ``the script train.py``."""
+    if target.script is not None:
+        return target.shown
+    return f"{target.distribution} {installed.shown or '(version unknown)'}"
+
+
 def _none_there(settings: Settings, installed: Installed, candidates: Sequence[str]) -> TargetError:
     from patchkit.state.versioncheck import elsewhere, fits
 
     recipe = settings.recipe
-    version = f"{recipe.target.distribution} {installed.shown or '(version unknown)'}"
+    version = _what(recipe.target, installed)
     hint = ""
     if recipe.target.instead and not fits(recipe.target, installed):  # past the proven range, the layout changed
         hint = elsewhere(installed, recipe.target, recipe.id) or (
@@ -254,13 +261,13 @@ def _choose(settings: Settings, installed: Installed, candidates: Sequence[str],
             return relpath
         failures.append((f.path, f.result))
     recipe = settings.recipe
-    version = f"{recipe.target.distribution} {installed.shown or '(version unknown)'}"
+    version = _what(recipe.target, installed)
     if not failures:
         raise _none_there(settings, installed, candidates)
     path, why = failures[0]
     others = "".join(f"; {p.name}: {'the same' if w.reason == why.reason else w.reason}" for p, w in failures[1:])
-    raise AnchorError(f"{why.reason}{others} ({version}; {recipe.id} is proven on "
-                      f"{recipe.target.versions or 'any version'})",
+    proven = "" if recipe.target.script else f"; {recipe.id} is proven on {recipe.target.versions or 'any version'}"
+    raise AnchorError(f"{why.reason}{others} ({version}{proven})",
                       Location(str(path), why.line, why.col),
                       why.hint or "this version's file has another shape; check `patchkit list` for a recipe that fits, "
                       "or adapt the recipe's points")

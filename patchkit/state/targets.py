@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from patchkit.core.errors import Location, TargetError
-from patchkit.core.model import Target
+from patchkit.core.model import Script, Target
 
 
 class Installed(NamedTuple):
@@ -102,7 +102,10 @@ def find_package(package: str, base: Optional[Path] = None) -> Optional[Path]:
 
 
 def locate(target: Target, root: Optional[str] = None) -> Installed:
-    """Find ``target.package`` under ``root`` (or in this environment) and read its version."""
+    """Find ``target.package`` under ``root`` (or in this environment) and read its version; a script target's
+    folder (:func:`script_folder`)."""
+    if target.script is not None:
+        return script_folder(target.script, root)
     root = root if root is not None else default_root()
     if root:
         base = root_dir(root)
@@ -117,6 +120,41 @@ def locate(target: Target, root: Optional[str] = None) -> Installed:
                           hint=f"install {target.distribution}, run patchkit with the Python of that environment, "
                                "or pass --root DIR")
     return _read_version(package_dir.parent, package_dir, target, environment=True)
+
+
+def script_folder(script: Script, root: Optional[str] = None) -> Installed:
+    """The folder holding a script target, as the root its one file is under (no version).
+
+    The script is ``script.path`` from the recipe's folder (or as written when absolute); with ``root`` (``--root``,
+    never ``$PATCHKIT_ROOT``, which names a site-packages), the file of that name in ``root``.  Refused: no such
+    file, not a plain file, or a link (of the file or of a folder on the way) that leads out of the folder it was
+    taken from.
+    """
+    where = script.where or Location(script.path)
+    if root:
+        base = root_dir(root)
+        link, said = base / script.name, f"--root {base}"
+    elif Path(script.path).is_absolute():
+        link = Path(script.path)
+        base, said = link.parent, "its absolute path"
+    else:
+        base = Path(script.base)
+        link, said = base / script.path, f"the recipe's folder {base}"
+    try:
+        real, there = Path(os.path.realpath(link)), os.path.lexists(link)
+    except (OSError, ValueError):
+        real, there = link, False
+    if not there:
+        raise TargetError(f"no script {script.path}: {link} is not there (taken from {said})", where,
+                          f"write target.script as the script's path from the recipe's folder, or pass --root DIR, "
+                          f"the folder holding {script.name}")
+    if Path(os.path.realpath(base)) not in real.parents:
+        raise TargetError(f"{link} is a symbolic link to {real}, outside {base}: patchkit patches only a script "
+                          f"inside the folder it was given", where,
+                          f"name the script where it is (target.script: {real}, or --root {real.parent})")
+    if not real.is_file():
+        raise TargetError(f"the script {link} is not a plain file", where, "name the Python file the job runs")
+    return Installed(link.parent.absolute(), link.parent.absolute(), None, "a script has no version", kind="script")
 
 
 def _read_version(base: Path, package_dir: Path, target: Target, environment: bool) -> Installed:
