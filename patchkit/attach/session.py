@@ -39,7 +39,6 @@ class Attached:
         self.spec: Dict[str, Any] = spec or {}  # the request planned for it (each job's own files)
         self.status: Dict[str, Any] = {}
         self.state = "queued"
-        self.asked_at = 0.0
         self.save_folder = ""  # the capture's folder, as this user named it (the recipe's save path), at injection
 
     @property
@@ -53,9 +52,9 @@ class Attached:
 
 class Session:
     def __init__(self, pids: Sequence[int], recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-                 root: Optional[str] = None, versions=(False, None), steps: int = 1, install: Optional[str] = None):
+                 root: Optional[str] = None, versions=(False, None), steps: int = 1):
         self.pids, self.recipe, self.overrides, self.backend = list(pids), recipe, list(overrides), backend
-        self.root, self.versions, self.steps, self.install = root, versions, steps, install
+        self.root, self.versions, self.steps = root, versions, steps
         self.attached: List[Attached] = []
         self.spec: Dict[str, Any] = {}
 
@@ -78,7 +77,7 @@ class Session:
         self.plans.find(pids)
         pool = ThreadPoolExecutor(max_workers=8)
         try:
-            checks = [pool.submit(checked, pid, LINES, self.install) for pid in pids]
+            checks = [pool.submit(checked, pid, LINES) for pid in pids]
             self.plans.plan([pid for pid in pids if passover.own(pid)] or pids[:1])  # others' once checked
             wait(checks, timeout=CHECKS if pass_over else None)
         finally:  # past the bound (--match), a check still going on is that process's, passed over below
@@ -126,7 +125,6 @@ class Session:
             a.save_folder = channel.save_folder(str(spec.get("save_path") or ""), a.pid)
             a.folder = payload.folder(a.target.proc, spec, a.target.python.runtime_from)
             write_record(a, spec["recipe"])
-            a.asked_at = time.time()
             inject.send(a.target, a.folder, a.target.python.runtime_from)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
