@@ -120,3 +120,56 @@ def test_processes_of_one_environment_share_one_plan_and_the_plans_are_bounded(t
     many.plan(list(many.keys))
     last = many.failed(plans.MAX_PLANS + 1)
     assert last is not None and f"more than {plans.MAX_PLANS} environments" in last.message
+
+
+SYSTEM = next((p for p in (f"/usr/bin/python3.{v}" for v in (13, 12, 11, 10)) if os.access(p, os.X_OK)), "")
+
+
+@needs_gdb
+@pytest.mark.skipif(not SYSTEM, reason="no /usr/bin/python3.10-3.13: the second user needs a Python of its own")
+@pytest.mark.parametrize("planted", ["link to /etc/shadow", "fifo"])
+def test_a_stranger_s_job_whose_path_holds_a_planted_copy_is_passed_over_and_root_s_own_is_recorded(
+        tmp_path, jobs, stranger, planted):
+    import tempfile
+    import uuid
+
+    token = f"pkplans-{uuid.uuid4().hex[:10]}"
+    open_dir = Path(tempfile.mkdtemp(prefix="patchkit-plans-", dir="/tmp"))
+    os.chmod(open_dir, 0o755)
+    hers = stranger.sticky / "site"
+    stranger.run("mkdir", "-p", str(hers / "pkjob"))
+    stranger.run("touch", str(hers / "pkjob" / "__init__.py"))
+    if planted == "fifo":
+        stranger.run("mkfifo", str(hers / "pkjob" / "train.py"))  # would hang a reader
+    else:
+        stranger.run("ln", "-s", "/etc/shadow", str(hers / "pkjob" / "train.py"))
+    decoy = subprocess.Popen([SYSTEM, "-c", "import time\nwhile True: time.sleep(0.1)", token], user=stranger.uid,
+                             group=stranger.gid, extra_groups=[], cwd=str(stranger.sticky),
+                             env={"PATH": os.defpath, "PYTHONPATH": str(hers)}, stderr=subprocess.PIPE, text=True)
+    try:
+        site = helpers.site(open_dir)
+        job = Job(tmp_path, site, steps=100000, name=token)
+        jobs.append(job)
+        job.wait_steps(5)
+        done = attach(tmp_path, ["--match", token, helpers.recipe(tmp_path, "logged"), "--steps", 2, "--json"],
+                      timeout=240)
+        assert done.returncode == 0, done.stderr
+        said = {s["pid"]: s for s in json.loads(done.stdout)}
+        assert said[job.pid]["state"] == "restored" and said[job.pid]["original_code"]
+        (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith(f"pid {decoy.pid}: passed over: ")]
+        assert str(hers / "pkjob" / "train.py") in line
+        assert ("leads out of" in line) if planted != "fifo" else ("FIFO" in line)
+        assert "root:" not in done.stdout + done.stderr  # not a byte of /etc/shadow
+        assert decoy.poll() is None and not glob_folders(decoy.pid)
+    finally:
+        decoy.kill()
+        decoy.communicate()
+        import shutil
+
+        shutil.rmtree(open_dir, ignore_errors=True)
+
+
+def glob_folders(pid: int):
+    import glob
+
+    return glob.glob(f"/tmp/patchkit-attach-{pid}-*")
