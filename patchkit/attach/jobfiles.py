@@ -4,7 +4,7 @@ The job's copy of the recipe's package (:mod:`patchkit.attach.jobpath` finds its
 files, in folders she writes.  Root never plans in them: :func:`request` copies what planning reads (the
 recipe's candidate files, the files that declare a version, the distribution's metadata) into a private folder,
 each read through :func:`patchkit.core.reach.folder` following no link, with ``O_NOFOLLOW | O_NONBLOCK``, a
-regular file of root's or of the job's user, inside the job's folder, writable by no one else, at most
+regular file of root's or of the job's user, inside the job's folder, not writable by every user, at most
 :data:`LIMIT` bytes; then plans there, with no git (a stranger's checkout has a configuration of her own) and
 nothing imported.  The request names the job's own files: the agent checks in the job that the module it
 imported is that file, and that its bytes are the planned ones.
@@ -87,10 +87,10 @@ def read(root: str, relpath: str, uid: int) -> Optional[Tuple[str, bytes]]:
         raise AttachError(f"{shown}: {exc.strerror or exc}: attach plans only on regular files it reads whole",
                           Location(shown), "pass --root DIR naming a copy of the package") from None
     if st.st_uid not in (0, uid) or st.st_mode & stat.S_IWOTH:
-        raise AttachError(f"{shown} belongs to uid {st.st_uid}" + (", and anyone may write it" if st.st_mode &
+        raise AttachError(f"{shown} belongs to uid {st.st_uid}" + (", and every user may write it" if st.st_mode &
                                                                     stat.S_IWOTH else "") +
-                          f": attach plans only on files of root's or of the job's user (uid {uid}) that nobody "
-                          "else may write", Location(shown), "pass --root DIR naming a copy of the package")
+                          f": attach plans only on files of root's or of the job's user (uid {uid}) that not every "
+                          "user may write", Location(shown), "pass --root DIR naming a copy of the package")
     if len(data) > LIMIT:
         raise AttachError(f"{shown} is larger than {LIMIT >> 20} MiB: not a source file attach plans on",
                           Location(shown), "pass --root DIR naming the package's folder")
