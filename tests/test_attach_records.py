@@ -53,3 +53,16 @@ def test_a_record_of_an_ended_process_is_forgotten(tmp_path):
     os.chmod(path, 0o600)
     assert records.records(os.getpid()) == [] and not os.path.exists(path)
     assert records.status(os.getpid()) == []
+
+
+def test_an_attaching_command_is_running_only_while_the_process_with_its_pid_and_start_runs(tmp_path):
+    from patchkit.attach.process import read
+
+    me = read(os.getpid())
+    assert records._running(me.pid, me.started)
+    assert not records._running(me.pid, me.started + 1)  # its pid taken by a later process: that one ended
+    assert not records._running(me.pid, -1)  # a record without the start: never taken for running
+    base = tmp_path / "req"
+    (base / "out").mkdir(parents=True)
+    rec = records.Record(4242, 1, str(base), str(base / "out"), "r", me.pid, str(tmp_path / "rec.json"), me.started + 1)
+    assert records.cleaned(rec) == {} and not base.exists()  # its command is gone: the folder goes with the record

@@ -8,6 +8,9 @@ The attaching side, in the command's process:
 - :mod:`.sandbox`: patchkit's own interpreter run as another user, apart (new session, no terminal, bounded).
 - :mod:`.access`: every check made before anything is injected (owner or root, Yama, CAP_SYS_PTRACE, gdb,
   remote debugging turned off, the runtime).
+- :mod:`.jobpath`: where a job's code is: its ``sys.path`` rebuilt from ``/proc`` as data (script, PYTHONPATH, venv).
+- :mod:`.jobfiles`: the recipe planned on a private copy of the job's own files, read as a stranger's.
+- :mod:`.plans`: one plan for each environment the processes run in (``--root`` wins), this user's first.
 - :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.
 - :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
 - :mod:`.gdbrun`: gdb (or the sender) run apart from this command's terminal and signals, let go of the job cleanly.

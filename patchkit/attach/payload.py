@@ -2,8 +2,8 @@
 folder it travels in.
 
 :func:`settings` loads the recipe with a window of exactly ``--steps`` steps from the first call of the
-instrumented code (``schedule.steps=[0..N-1]``; a schedule of the user's own is refused, since the window
-starts at the attach).  :func:`request` plans it here, with the engine (:func:`patchkit.state.planning.plan`):
+instrumented code (its schedule replaced, as data, by the steps ``0..N-1``; a schedule of the user's own is
+refused, since the window starts at the attach).  :func:`request` plans it here, with the engine (:func:`patchkit.state.planning.plan`):
 each module's instrumented text, the sha256 of the file it was made from, and the functions its points are
 in.  A file that has the recipe's lines already (applied) is refused.  A point that decorates its function
 (``on_exit``, a range around the method) cannot be added by swapping code: its target travels apart, with the
@@ -36,7 +36,8 @@ DECORATING = ("on_exit", "method")
 
 
 def settings(recipe: str, overrides: Sequence[str], backend: Optional[str], steps: int) -> Settings:
-    """The recipe with a window of ``steps`` steps, counted from the first call of the instrumented code."""
+    """The recipe with a window of ``steps`` steps, counted from the first call of the instrumented code: its
+    schedule replaced, as data, by exactly those steps."""
     from patchkit.recipe.load import load
 
     own = [o for o in overrides if o.partition("=")[0].strip().startswith("schedule.")]
@@ -47,8 +48,9 @@ def settings(recipe: str, overrides: Sequence[str], backend: Optional[str], step
     if not 1 <= steps <= MAX_STEPS:
         raise AttachError(f"--steps: attach records 1 to {MAX_STEPS} steps", Location("<command line>"),
                           "ask for a few steps: the profiler keeps every event of the window in the job's memory")
-    window = [f"schedule.steps={list(range(steps))}", "schedule.trigger=schedule"]
-    return load(recipe, list(overrides) + window, backend)
+    s = load(recipe, list(overrides), backend)
+    window = s.recipe.schedule._replace(steps=tuple(range(steps)), trigger="schedule")
+    return s._replace(recipe=s.recipe._replace(schedule=window))
 
 
 def request(s: Settings, steps: int, root: Optional[str] = None, versions=(False, None)) -> Dict[str, Any]:

@@ -45,11 +45,12 @@ class Record(NamedTuple):
     recipe: str
     attacher: int
     path: str
+    attacher_started: int = -1  # the attaching command's start (clock ticks after boot): with its pid, names it
 
 
 def write_record(a, recipe: str) -> None:
     rec = {"pid": a.pid, "started": a.target.proc.started, "base": a.folder.base, "out": a.folder.out,
-           "recipe": recipe, "attacher": os.getpid(), "time": time.time()}
+           "recipe": recipe, "attacher": os.getpid(), "attacher_started": _started(os.getpid()), "time": time.time()}
     with records_dir() as folder:
         private.write(folder, f"{a.pid}-{a.target.proc.started}.json", json.dumps(rec).encode("utf-8"))
 
@@ -64,7 +65,8 @@ def records(pid: int) -> List[Record]:
             try:
                 data = json.loads(private.read(folder, name, 1 << 16) or b"{}")
                 rec = Record(int(data["pid"]), int(data["started"]), str(data["base"]), str(data["out"]),
-                             str(data["recipe"]), int(data["attacher"]), folder.join(name))
+                             str(data["recipe"]), int(data["attacher"]), folder.join(name),
+                             int(data.get("attacher_started", -1)))
             except (ValueError, KeyError, TypeError, PatchkitError):
                 continue
             try:
@@ -118,19 +120,24 @@ def detach(pid: int, timeout: float = 60) -> List[Dict[str, Any]]:
 def cleaned(rec: Record) -> Dict[str, str]:
     """The request folder of ``rec`` removed and its record forgotten, unless the attaching command still runs (it
     does that itself); what the bounds left behind, if anything, as ``{"left": line}``."""
-    if _running(rec.attacher):
+    if _running(rec.attacher, rec.attacher_started):
         return {}
     left = payload.remove(payload.Folder(rec.base, rec.out, "", "", ""))
     forget(rec)
     return {"left": left} if left else {}
 
 
-def _running(pid: int) -> bool:
+def _started(pid: int) -> int:
     try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
+        return read(pid).started
+    except AttachError:
+        return -1
+
+
+def _running(pid: int, started: int) -> bool:
+    """Whether the attaching command ``pid`` that started at ``started`` still runs (not a later process that got
+    its pid: the same check as a job's, :func:`patchkit.attach.process.alive`)."""
+    return started >= 0 and _started(pid) == started
 
 
 def status(pid: int) -> List[Dict[str, Any]]:

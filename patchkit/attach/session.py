@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from patchkit.attach import access, channel, gdbrun, inject, passover, payload
+from patchkit.attach import access, channel, gdbrun, inject, passover, payload, plans
 from patchkit.attach.passover import CHECKS, Passed, checked, for_every_process, nothing_left
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.attach.records import DONE, POLL, ask_detach, read_status, records_dir, write_record
@@ -33,11 +33,12 @@ ORDER = ("queued", "attached", "recording", "closing")  # the agent's states in 
 class Attached:
     """One process: where it is, its request folder, and the last status its agent wrote."""
 
-    def __init__(self, target: access.Target, folder: Optional[payload.Folder] = None):
+    def __init__(self, target: access.Target, folder: Optional[payload.Folder] = None,
+                 spec: Optional[Dict[str, Any]] = None):
         self.target, self.folder = target, folder
+        self.spec: Dict[str, Any] = spec or {}  # the request planned for it (each job's own files)
         self.status: Dict[str, Any] = {}
         self.state = "queued"
-        self.asked_at = 0.0
         self.save_folder = ""  # the capture's folder, as this user named it (the recipe's save path), at injection
 
     @property
@@ -51,9 +52,9 @@ class Attached:
 
 class Session:
     def __init__(self, pids: Sequence[int], recipe: str, overrides: Sequence[str] = (), backend: Optional[str] = None,
-                 root: Optional[str] = None, versions=(False, None), steps: int = 1, install: Optional[str] = None):
+                 root: Optional[str] = None, versions=(False, None), steps: int = 1):
         self.pids, self.recipe, self.overrides, self.backend = list(pids), recipe, list(overrides), backend
-        self.root, self.versions, self.steps, self.install = root, versions, steps, install
+        self.root, self.versions, self.steps = root, versions, steps
         self.attached: List[Attached] = []
         self.spec: Dict[str, Any] = {}
 
@@ -71,15 +72,13 @@ class Session:
 
         self.pass_over, self.passed = pass_over, []
         s = payload.settings(self.recipe, self.overrides, self.backend, self.steps)
-        self.settings = s
         pids = sorted(self.pids, key=lambda pid: not passover.own(pid))  # this user's first: checked before decoys
+        self.plans = plans.Plans(s, self.steps, self.root, self.versions)
+        self.plans.find(pids)
         pool = ThreadPoolExecutor(max_workers=8)
         try:
-            checks = [pool.submit(checked, pid, LINES, self.install) for pid in pids]
-            try:
-                self.spec, planned = payload.request(s, self.steps, self.root, self.versions), None
-            except PatchkitError as exc:
-                planned = exc
+            checks = [pool.submit(checked, pid, LINES) for pid in pids]
+            self.plans.plan([pid for pid in pids if passover.own(pid)] or pids[:1])  # others' once checked
             wait(checks, timeout=CHECKS if pass_over else None)
         finally:  # past the bound (--match), a check still going on is that process's, passed over below
             pool.shutdown(wait=not pass_over, cancel_futures=True)
@@ -89,27 +88,43 @@ class Session:
         refused = [e for e in refused if not pass_over or for_every_process(e)]
         if refused:
             raise refused[0]  # a process's comes first
-        if planned is not None:
-            raise planned
-        targets = [t for t in found if not isinstance(t, Passed)]
-        unread = access.owners_read(targets, self.spec)  # a process is handed only what its owner may read
-        if unread and not pass_over:
+        self.passed = [p for p in found if isinstance(p, Passed)]
+        targets = self._planned([t for t in found if not isinstance(t, Passed)])
+        unread: Dict[int, AttachError] = {}
+        for spec, group in plans.groups({t.proc.pid: self.plans.spec(t.proc.pid) for t in targets}):
+            unread.update(access.owners_read([t for t in targets if t.proc.pid in group], spec))
+        if unread and not pass_over:  # a process is handed only what its owner may read
             raise next(iter(unread.values()))
-        self.passed = [p for p in found if isinstance(p, Passed)] + [
-            Passed(t.proc.pid, t.proc.command, unread[t.proc.pid]) for t in targets if t.proc.pid in unread]
+        self.passed += [Passed(t.proc.pid, t.proc.command, unread[t.proc.pid]) for t in targets if t.proc.pid in unread]
         targets = [t for t in targets if t.proc.pid not in unread]
         if self.passed and not targets:
             raise nothing_left([(p.pid, p.why) for p in self.passed])
-        self.attached = [Attached(t) for t in targets]
+        self.attached = [Attached(t, spec=self.plans.spec(t.proc.pid)) for t in targets]
+        self.spec = self.attached[0].spec if self.attached else {}
+
+    def _planned(self, targets: List[access.Target]) -> List[access.Target]:
+        """The targets whose plan was made; a plan's error refuses the command, except (``--match``) for another
+        user's process, passed over with it: a stranger's environment never stops the command."""
+        out = []
+        for t in targets:
+            error = self.plans.failed(t.proc.pid)
+            if error is None:
+                out.append(t)
+            elif self.pass_over and not passover.own(t.proc.pid):
+                self.passed.append(Passed(t.proc.pid, t.proc.command, AttachError(error.message, error.where,
+                                                                                   error.hint)))
+            else:
+                raise error
+        return out
 
     def inject(self) -> None:
         """Write each request and queue it; on a failure, withdraw every request and raise it (``--match``: that
         process is said failed, its request withdrawn, and :func:`patchkit.attach.flow.run` decides)."""
         def one(a: Attached) -> None:
-            a.save_folder = channel.save_folder(str(self.spec.get("save_path") or ""), a.pid)
-            a.folder = payload.folder(a.target.proc, self.spec, a.target.python.runtime_from)
-            write_record(a, self.spec["recipe"])
-            a.asked_at = time.time()
+            spec = a.spec or self.spec
+            a.save_folder = channel.save_folder(str(spec.get("save_path") or ""), a.pid)
+            a.folder = payload.folder(a.target.proc, spec, a.target.python.runtime_from)
+            write_record(a, spec["recipe"])
             inject.send(a.target, a.folder, a.target.python.runtime_from)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
