@@ -136,3 +136,23 @@ def test_a_python_train_py_job_s_class_is_attached_in_its_main(tmp_path, started
     job.stop.touch()
     final, _ = job.final()
     assert final["original"] is True and final["left"] == []
+
+
+def test_without_root_the_script_the_job_runs_is_planned_on(tmp_path, started):
+    job_dir, recipes = tmp_path / "job", tmp_path / "recipes"
+    job_dir.mkdir()
+    recipes.mkdir()
+    (job_dir / "train.py").write_text(TRAIN)
+    recipe = recipes / "ts.yaml"  # its folder holds no train.py: the job says which one it runs
+    recipe.write_text(RECIPE.format(save=tmp_path / "traces"))
+    job = Script(tmp_path, job_dir / "train.py", "job")
+    started.append(job)
+    job.wait_steps(10)
+    done = attach(tmp_path, [job.pid, recipe, "--steps", 2, "--json"])
+    assert done.returncode == 0, done.stderr
+    (status,) = json.loads(done.stdout)
+    assert status["state"] == "restored" and status["original_code"]
+    assert [j for j, _ in helpers.recorded_labels(status["captures"][0]["traces"][0])] == [0, 1]
+    job.stop.touch()
+    final, err = job.final()
+    assert final["original"] is True and final["left"] == [] and "Traceback" not in err

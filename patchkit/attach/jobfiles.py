@@ -39,7 +39,8 @@ def wanted(settings: Settings) -> List[str]:
     """The files below the package's folder that planning may read: the candidates and the version files."""
     target = settings.recipe.target
     files = list(target.files) + [f for p in settings.active_points() for f in (p.files or ())]
-    files += [f"{target.package}/{name}" for name in VERSION_FILES] + ["pyproject.toml"]
+    if target.package:  # a script has no version
+        files += [f"{target.package}/{name}" for name in VERSION_FILES] + ["pyproject.toml"]
     return list(dict.fromkeys(files))[:MAX_FILES]
 
 
@@ -101,7 +102,8 @@ def copy(settings: Settings, root: str, uid: int, into: str) -> Dict[str, str]:
     """The files planning reads, from the job's folder ``root`` into the private folder ``into``: each copied
     file's relative path -> its path in the job's folder, without links."""
     copied: Dict[str, str] = {}
-    names = wanted(settings) + metadata(root, settings.recipe.target.distribution)
+    target = settings.recipe.target
+    names = wanted(settings) + (metadata(root, target.distribution) if target.package else [])
     for relpath in names:
         if os.path.isabs(relpath) or ".." in relpath.split("/"):
             continue  # the recipe loader refuses such paths; never copied from outside the folder

@@ -10,6 +10,7 @@ as many environments as they like: theirs past the bound are passed over).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from patchkit.attach import jobfiles, jobpath
@@ -22,11 +23,16 @@ Key = Tuple[Optional[str], int]  # (the job's folder holding the package, None: 
 
 
 def job_root(proc: Process, settings: Settings) -> Tuple[Optional[str], Tuple[str, ...]]:
-    """(the folder on the job's path holding the recipe's package, None when none; the path's folders)."""
+    """(the folder on the job's path holding the recipe's package, or the folder of the script it runs for a
+    script's recipe; None when none; the path's folders)."""
     try:
         job = jobpath.of(proc)
     except (AttachError, OSError, ValueError):
         return None, ()
+    script = settings.recipe.target.script
+    if script is not None:  # the folder of the script the job runs, when it has the recipe's script's name
+        runs = job.script and os.path.basename(job.script) == script.name
+        return (os.path.dirname(job.script) if runs else None), job.entries
     return job.find(settings.recipe.target.package), job.entries
 
 
