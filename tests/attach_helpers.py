@@ -310,3 +310,32 @@ def fake_process(uid: int, pid: int = 4242):
 
     return Process(pid, (uid,) * 4, (uid,) * 4, (), 1, "/usr/bin/python3", False, ("python3",), 7, 0, 0, "python3")
 
+
+
+# CPythons other than the suite's own that attach is tested on for real, each where its script from the shared tools
+# puts it: by kind, (the variable that names another one, its default place, the script, whether free-threaded).
+INTERPRETERS = {
+    "3.14": ("PATCHKIT_PY314", "/opt/py314/bin/python3.14", "get-python314.sh", False),
+    "3.13t": ("PATCHKIT_PY313T", "/opt/py313t/bin/python3.13t", "get-python313t.sh", True),
+}
+PROVIDED = {"get-python314.sh": "unpacks Debian's CPython 3.14 into {} in about 10 s (.ci/run runs it)",
+            "get-python313t.sh": "builds the free-threaded 3.13t into {} in about 18 minutes (not in CI)"}
+
+
+@functools.lru_cache(maxsize=None)
+def interpreter(kind: str):
+    """``(path, "")`` of the CPython ``kind`` of :data:`INTERPRETERS` (``$PATCHKIT_PY314`` / ``$PATCHKIT_PY313T``, else
+    where its script puts it), asked its version and flavour; ``("", why not)``, naming the script, when there is
+    none."""
+    variable, default, script, free = INTERPRETERS[kind]
+    path = os.environ.get(variable) or default
+    ask = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2], "
+           "bool(sysconfig.get_config_var('Py_GIL_DISABLED')) and not sys._is_gil_enabled())")
+    try:
+        said = subprocess.run([path, "-c", ask], capture_output=True, text=True, timeout=60).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        said = []
+    if said == [kind.rstrip("t"), str(free)]:
+        return path, ""
+    return "", (f"no CPython {kind} at {path}: ../shared/tools/{script} (beside the checkout) "
+                f"{PROVIDED[script].format(default.rsplit('/bin/', 1)[0])}, or set ${variable} to one")

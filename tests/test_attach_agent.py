@@ -439,3 +439,69 @@ def test_a_script_other_than_the_planned_one_is_refused_in_the_job(tmp_path):
     assert s["state"] == "refused" and s["error"] == (
         f"the job runs {job / 'train.py'} as its script (__main__), not {other / 'train.py'} that patchkit planned: "
         f"pass --root {job}"), s
+
+
+def test_functions_gc_no_longer_finds_are_swapped_and_put_back_from_the_names_and_the_swap_s_record(
+        job, tmp_path, monkeypatch):
+    """As on free-threaded 3.13 once a second thread has run (tests/test_attach_interpreters.py does it there):
+    ``gc.get_referrers`` finds none of the functions made before; the attach reaches them by their names, and the
+    undo puts back those it recorded, so the runtime goes only once the job's own code is back."""
+    from patchkit.attach import swap
+
+    train, site = job
+    monkeypatch.setattr(swap.gc, "get_referrers", lambda *objects: [])
+    spec = spec_for(tmp_path, site, steps=2)
+    inner, original = inner_of(train), inner_of(train).__code__
+    trainer = train.Trainer(0, 0.0)
+    agent.attach(spec)
+    assert status(spec)["functions"] == 1 and inner.__code__ is not original
+    for i in range(4):
+        trainer.step_logged(i)
+    s = wait_state(spec, "restored")
+    while not s.get("clean"):
+        s = wait_state(spec, "restored")
+    assert s["captures"][0]["recorded"] == [[0, 1]] and s["original_code"] is True
+    assert inner.__code__ is original and RUNTIME not in vars(train)
+    trainer.step_logged(4)  # the job's own code, after: no NameError
+
+
+ENDS = "  - class: Trainer\n    method: step_logged\n    at: method_end"
+
+
+def test_the_runtime_stays_while_a_call_still_runs_the_recipe_s_code_and_that_call_ends_well(job, tmp_path,
+                                                                                              monkeypatch):
+    import threading
+
+    train, site = job
+    monkeypatch.setattr(agent, "HOLD", 0.3)  # (600 s in a job; then a look every 10 s)
+    monkeypatch.setattr(agent, "LATER", 0.1)
+    spec = decorating_spec(tmp_path, site, ENDS, steps=2, rid="pkjob-ends")
+    inner, original = inner_of(train), inner_of(train).__code__
+    trainer, started, release, failed = train.Trainer(0, 0.0), threading.Event(), threading.Event(), []
+    trainer.work = lambda i: (started.set(), release.wait(30), 0.5)[-1]
+
+    def call():
+        try:
+            trainer.step_logged(0)
+        except BaseException as exc:  # noqa: BLE001 - what the job would have died of
+            failed.append(exc)
+
+    agent.attach(spec)
+    thread = threading.Thread(target=call)
+    thread.start()
+    started.wait(30)  # inside the instrumented code, before its point
+    Path(spec["channel"], "detach").touch()
+    s = wait_state(spec, "restored")
+    while "clean" not in s:
+        s = wait_state(spec, "restored")
+    assert s["clean"] is False and s["original_code"] is True and inner.__code__ is original
+    assert "a call still running the recipe's code" in s["why"] and f"{RUNTIME} stays until it is out" in s["why"], s
+    time.sleep(0.5)
+    assert vars(train)[RUNTIME].__name__ == "patchkit.runtime" and agent.ACTIVE
+    release.set()
+    thread.join(30)
+    assert failed == [] and trainer.losses == [0.5]  # its point ran against the runtime, which records nothing now
+    s = wait_state(spec, "restored")
+    while not s.get("clean"):
+        s = wait_state(spec, "restored")
+    assert s["why"] == "detached" and RUNTIME not in vars(train) and not agent.ACTIVE  # gone once the call was out

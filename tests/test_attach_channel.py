@@ -46,12 +46,22 @@ def test_what_an_agent_writes_reads_back_as_it_was(folder):
 @pytest.mark.parametrize("field,value", [
     ("pid", "7"), ("targets", "m:T.f"), ("targets", [1, None]), ("steps", True), ("original_code", "yes"),
     ("captures", "x"), ("captures", {"recorded": [0, 1]}), ("why", ["a"]), ("time", float("inf")),
-    ("attached_at", "now"), ("running", {"a": 1}), ("functions", 1 << 70)])
+    ("attached_at", "now"), ("running", {"a": 1}), ("functions", 1 << 70), ("calls", -1), ("calls", 2.5),
+    ("calls", True), ("calls", "450")])
 def test_a_field_of_the_wrong_type_is_left_out(folder, field, value):
     write(folder, json.dumps(agent_status(**{field: value}), allow_nan=True).encode()
           if field != "time" else b'{"state": "attached", "time": 1e999}')
     got = channel.read(folder.base)
     assert got["state"] in channel.STATES and got.get(field) in (None, [])
+
+
+def test_the_calls_a_waiting_window_counts_read_back_bounded(folder):
+    write(folder, agent_status(state="attached", calls=450))
+    assert channel.read(folder.base)["calls"] == 450
+    write(folder, agent_status(state="attached", calls=1 << 80))  # the job's user wrote it: said as the bound
+    assert channel.read(folder.base)["calls"] == channel.COUNT
+    write(folder, b'{"state": "attached", "calls": 1' + b"0" * 5000 + b"}")  # past what json reads as a number
+    assert channel.read(folder.base)["state"] == channel.UNREADABLE
 
 
 def test_each_capture_keeps_its_typed_pairs_and_names_and_nothing_else():

@@ -1,5 +1,7 @@
 """attach.swap: the live function found behind its decorators by its code, the instrumented twin swapped in every
-function that uses the code (closures included) and swapped back, the refusals that keep the job as it was."""
+function that uses the code (closures included) and swapped back, from the names and the swap's own record where
+``gc.get_referrers`` finds nothing (free-threaded 3.13), what is still in the job said, the calls counted, and the
+refusals that keep the job as it was."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import types
 
 import pytest
 
-from patchkit.attach.swap import Refused, Swap, code_at, find_live, functions_in, in_flight, plan_swaps, scope_name
+from patchkit.attach import swap as swap_module
+from patchkit.attach.swap import (Calls, Refused, Swap, code_at, find_live, functions_in, in_flight, plan_swaps,
+                                  put_back, scope_name)
 
 SOURCE = textwrap.dedent('''\
     import functools
@@ -212,3 +216,86 @@ def test_find_live_says_which_definition_of_a_name_the_job_runs(tmp_path):
     assert index == 1 and fn is mod.pick and len(code_at(original, ("pick",))) == 2
     with pytest.raises(Refused, match="the file has no such function"):
         find_live(mod, (None, "nowhere", None), original)
+
+
+@pytest.mark.parametrize("target,call", [
+    (("A", "hidden", None), lambda m: m.A().hidden(1)),
+    (("A", "wrapped", None), lambda m: m.A().wrapped(1)),
+    (("A", "static", None), lambda m: m.A.static(1)),
+    ((None, "outer", None), lambda m: m.outer(1)(1)),
+])
+def test_without_gc_s_help_the_names_find_the_function_and_the_record_puts_it_back(module, monkeypatch, target, call):
+    """As on free-threaded 3.13 once a second thread has run: ``gc.get_referrers`` returns none of the functions made
+    before it (tests/test_attach_interpreters.py shows it there)."""
+    original, instrumented = _codes(module)
+    before = call(module)
+    monkeypatch.setattr(swap_module.gc, "get_referrers", lambda *objects: [])
+    (swap,) = plan_swaps(module, target, original, instrumented)
+    assert swap.apply() == 1 and swap.installed() and not swap.restored()
+    assert call(module) == before and len(module.MARK) == 1  # (outer's: the closure it made has the marked code)
+    assert swap.undo() == 1 and not swap.installed() and swap.restored()
+    call(module)
+    assert len(module.MARK) == 1 and swap.functions[0].__code__ is swap.old
+
+
+def test_a_closure_made_meanwhile_is_recorded_at_the_undo_and_checked_after(module):
+    original, instrumented = _codes(module)
+    outer, inner = plan_swaps(module, (None, "outer", "inner"), original, instrumented)
+    outer.apply(), inner.apply()
+    made = module.outer(5)
+    assert inner.undo() == 1 and inner.since == [made] and made.__code__ is inner.old
+    made.__code__ = inner.new  # put in again behind its back: installed, not restored, until the next undo
+    assert inner.installed() and not inner.restored()
+    assert put_back([outer, inner], 0, 0.01) == [] and inner.restored() and outer.restored()
+
+
+def test_put_back_waits_for_a_call_running_the_recipe_s_code_and_says_it_when_it_does_not_end(module):
+    original, instrumented = _codes(module)
+    (swap,) = plan_swaps(module, ("A", "hidden", None), original, instrumented)
+    swap.apply()
+    started, release = threading.Event(), threading.Event()
+    module.MARK = type("Blocking", (list,), {"append": lambda self, x: (started.set(), release.wait(10))})()
+    thread = threading.Thread(target=module.A().hidden, args=(1,))
+    thread.start()
+    started.wait(10)
+    try:
+        assert put_back([swap], 0.2, 0.05) == ["a call still running the recipe's code"] and swap.restored()
+    finally:
+        release.set()
+        thread.join(10)
+    assert put_back([swap], 0.2, 0.05) == []
+
+
+def test_calls_are_counted_where_sys_monitoring_is_and_said_unknown_where_not(module):
+    original, instrumented = _codes(module)
+    (swap,) = plan_swaps(module, ("A", "hidden", None), original, instrumented)
+    swap.apply()
+    calls = Calls()
+    calls.start([c for c in swap.counted()])
+    for _ in range(3):
+        module.A().hidden(1)
+    module.A().wrapped(1)  # not counted: only the instrumented code is watched
+    calls.stop()
+    module.A().hidden(1)
+    calls.stop()  # twice: nothing more
+    swap.undo()
+    if not hasattr(sys, "monitoring"):
+        assert calls.count is None  # 3.10, 3.11: the waiting line says what it said before
+    else:
+        assert calls.count == 3 and calls.tool is None and sys.monitoring.get_tool(Calls.TOOLS[0]) is None
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring is 3.12+: the 3.14 tier of "
+                    "tests/test_attach_interpreters.py counts there")
+def test_calls_take_a_free_tool_id_and_none_when_both_are_taken():
+    monitoring = sys.monitoring
+    taken = [t for t in Calls.TOOLS if monitoring.get_tool(t) is None]
+    for tool in taken:
+        monitoring.use_tool_id(tool, "someone else")
+    try:
+        calls = Calls()
+        calls.start([test_calls_take_a_free_tool_id_and_none_when_both_are_taken.__code__])
+        assert calls.tool is None and calls.count is None
+    finally:
+        for tool in taken:
+            monitoring.free_tool_id(tool)

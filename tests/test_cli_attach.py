@@ -248,6 +248,14 @@ def test_a_window_still_waiting_is_said_with_what_to_do(capsys):
     assert capsys.readouterr().err == ("pid 7: still waiting for the next call of m:Trainer.fit (60 s); a function "
                                        "not called again never opens the window: Ctrl-C puts the job's own code "
                                        "back\n")
+    still_waiting([NS(pid=7, status={"targets": ["m:Trainer.fit"], "calls": 0}),
+                   NS(pid=8, status={"targets": ["m:Trainer.fit"], "calls": 450})], 120.0)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == ("pid 7: still waiting: no call of m:Trainer.fit since its code went in (120 s); a function not "
+                        "called again never opens the window: Ctrl-C puts the job's own code back")
+    assert lines[1] == ("pid 8: still waiting: m:Trainer.fit called 450 time(s) since its code went in (120 s), the "
+                        "recipe's point not reached: a point no call reaches (after a return) never opens the window; "
+                        "`patchkit points` shows each one's points: Ctrl-C puts the job's own code back")
 
 
 def test_a_job_that_ends_with_its_window_open_ends_the_attach_too(tmp_path, site, jobs):

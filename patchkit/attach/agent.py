@@ -9,11 +9,13 @@ swaps the code objects (:mod:`patchkit.attach.swap`) and puts the recipe's decor
 around a method) where the job holds each decorated function (:mod:`patchkit.attach.decorate`).  A refusal or a
 failure is written to the channel and said in one line on stderr; the job runs on with its own code.
 
-A daemon thread then watches, every :data:`POLL` seconds: when the recipe's capture is over (its window
-closed, or it never starts here: not a listed rank), when ``detach`` appears in the channel or the channel
-goes (the attaching command ended), it swaps the originals back, and removes ``_patchkit_runtime`` once no
-frame runs instrumented code.  A detach asked mid-window ends the capture at its next step, in its own
-thread, so the window is flushed (:func:`patchkit.runtime.close`).  A child forked while attached gets the job's
+A daemon thread then watches, every :data:`POLL` seconds (while the window waits, the status says the calls of
+the instrumented code since it went in: :class:`~patchkit.attach.swap.Calls`): when the recipe's capture is over
+(its window closed, or it never starts here: not a listed rank), when ``detach`` appears in the channel or the
+channel goes (the attaching command ended), it swaps the originals back, and removes ``_patchkit_runtime`` once
+no function has instrumented code and no frame runs it (:func:`~patchkit.attach.swap.put_back`); else it stays.
+A detach asked mid-window ends the capture at its next step, in its own thread, so the window is flushed
+(:func:`patchkit.runtime.close`).  A child forked while attached gets the job's
 own code back and records nothing (:mod:`patchkit.attach.fork`).  Standard library only.
 """
 
@@ -28,10 +30,12 @@ import threading
 import time
 
 from patchkit.attach.decorate import plan_wraps
-from patchkit.attach.fork import ACTIVE, end_in_child, watch_forks
-from patchkit.attach.swap import CodeType, Refused, functions_in, in_flight, plan_swaps, scope_name
+from patchkit.attach.fork import ACTIVE, watch_forks
+from patchkit.attach.swap import Calls, CodeType, Refused, functions_in, in_flight, plan_swaps, put_back, scope_name
 
 POLL = 0.05
+TELL = 1.0  # seconds between two statuses that only say a new count of calls
+HOLD, LATER = 600.0, 10.0  # seconds a restore waits for calls still in the recipe's code; then, between two looks
 RUNTIME = "_patchkit_runtime"
 STATUS, DETACH = "status.json", "detach"
 
@@ -141,6 +145,7 @@ class Attachment:
         self.recipe = spec["recipe"]
         self.swaps, self.modules, self.targets = [], [], []
         self.state, self.attached_at, self.detach_why = "checking", None, ""
+        self.calls, self.running, self.told = Calls(), [], (None, 0.0)
 
     # -- getting in ----------------------------------------------------------------------------------
 
@@ -202,15 +207,19 @@ class Attachment:
                     done.append(swap)
                     swap.apply()
         except BaseException:  # an audit hook refused a __code__ assignment, ...: all of it back
-            self.undo(done)
-            for module in self.modules:
-                vars(module).pop(RUNTIME, None)
+            if not put_back(done, 0, POLL):  # (else the name stays: what is left reads it)
+                for module in self.modules:
+                    vars(module).pop(RUNTIME, None)
             ACTIVE.pop(self.recipe, None)
             raise
         self.attached_at = time.time()
         frames = sys._current_frames()  # a call in progress keeps its code: the window opens at the next call
-        running = sorted({s.scope for s in done if hasattr(s, "old") and in_flight((s.old,), frames)})
-        self.report("attached", running=running)
+        self.running = sorted({s.scope for s in done if hasattr(s, "old") and in_flight((s.old,), frames)})
+        try:
+            self.calls.start([c for s in done for c in s.counted()])
+        except Exception:  # noqa: BLE001 - a count is a nicety: the attach goes on without one
+            self.calls.stop()
+        self.tell()
         threading.Thread(target=self.watch, name="patchkit-attach", daemon=True).start()
 
     # -- watching and getting out -----------------------------------------------------------------------
@@ -224,6 +233,12 @@ class Attachment:
             if any(k in process.captures for k in keys):
                 return "running"
             return "over" if keys else "waiting"
+
+    def tell(self):
+        """The status while the window waits: ``calls`` since the code went in, at most every :data:`TELL` s."""
+        count = self.calls.count
+        self.told = (count, time.time())
+        self.report("attached", running=self.running, **({} if count is None else {"calls": count}))
 
     def report(self, state, **extra):
         self.state = state
@@ -261,8 +276,12 @@ class Attachment:
         while True:
             time.sleep(POLL)
             state = self.capture_state()
+            if state != "waiting":
+                self.calls.stop()
             if state == "running" and self.state == "attached":
                 self.report("recording")
+            elif self.state == "attached" and self.calls.count != self.told[0] and time.time() - self.told[1] > TELL:
+                self.tell()
             if state == "over":
                 return self.restore(self.detach_why or self.over_why())
             if not closing and self.channel.detach_asked():
@@ -273,35 +292,22 @@ class Attachment:
                         return self.restore(self.detach_why)
                 self.report("closing")
 
-    def forked(self, parent):
-        """In a child forked while attached (:func:`in_child`): the job's own code back, the recipe over here; what
-        could not be put back, as a list of short texts."""
-        failed = []
-        for swap in reversed(self.swaps):
-            try:
-                swap.undo()
-            except Exception as exc:  # noqa: BLE001 - the others still go back
-                failed.append(f"{swap.scope}: {type(exc).__name__}: {exc}")
-        end_in_child(self.recipe, f"forked from {parent} while patchkit attach had {self.recipe} there; this process "
-                                  "runs its own code")
-        return failed
-
-    def undo(self, swaps):
-        for swap in reversed(swaps):
-            swap.undo()
-
     def restore(self, why):
-        self.undo(self.swaps)
+        self.calls.stop()
+        put_back(self.swaps, 0, POLL)
         ok = all(s.restored() for s in self.swaps)
         kept = [s.scope for s in self.swaps if getattr(s, "replaced", False)]
         if kept:  # a decorated attribute that something else replaced meanwhile: it stays
             why += f"; {', '.join(kept)} was replaced in the job meanwhile, and is left as it is"
         self.report("restored", why=why, original_code=ok)
-        news = [c for s in self.swaps for c in s.codes()]
-        for _ in range(int(600 / POLL)):  # the name stays while an instrumented frame still needs it
-            if not in_flight(news, sys._current_frames()):
-                break
-            time.sleep(POLL)
+        left = put_back(self.swaps, HOLD, POLL)  # what still reads the name: removed, it would fail (NameError)
+        if left:
+            said = f"{why}; the recipe's code is still in the job ({', '.join(left)}): {RUNTIME} stays until it is out"
+            self.report("restored", why=said, original_code=all(s.restored() for s in self.swaps), clean=False)
+            say(f"{self.recipe}: {said}")
+        while left:
+            time.sleep(LATER)
+            left = put_back(self.swaps, 0, POLL)
         for module in self.modules:
             if vars(module).get(RUNTIME) is self.runtime:
                 del vars(module)[RUNTIME]
@@ -309,5 +315,3 @@ class Attachment:
             del ACTIVE[self.recipe]
         self.report("restored", why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
         say(f"{self.recipe}: {why}; the job's own code is back ({', '.join(self.targets)})")
-
-

@@ -37,6 +37,7 @@ OUT, STATUS, DETACH = "out", "status.json", "detach"
 LIMIT = 1 << 20  # an agent's status is a few KiB
 NESTING = 8  # a status nests 4 deep: {captures: [{recorded: [[first, last]]}]}
 NAME, TEXT, MANY = 300, 2000, 200  # a name, a message or a path, a list
+COUNT = 10 ** 12  # a count of calls: more than a job makes
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -178,6 +179,12 @@ def number(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 62 else None
 
 
+def count(value: Any) -> Optional[int]:
+    """A count (the calls of the instrumented code while a window waits): a whole number from 0, at most
+    :data:`COUNT` (more is said as that many)."""
+    return min(value, COUNT) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def moment(value: Any) -> Optional[float]:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e11
     return float(value) if ok else None
@@ -221,7 +228,7 @@ def captures(value: Any) -> Optional[List[Dict[str, Any]]]:
 
 FIELDS: Dict[str, Callable[[Any], Any]] = {
     "pid": number, "recipe": text, "id": text, "time": moment, "attached_at": moment, "targets": texts(),
-    "steps": number, "functions": number, "running": texts(NAME, 20), "why": lambda v: text(v, TEXT),
+    "steps": number, "functions": number, "calls": count, "running": texts(NAME, 20), "why": lambda v: text(v, TEXT),
     "error": lambda v: text(v, TEXT), "original_code": flag, "clean": flag, "captures": captures}
 
 

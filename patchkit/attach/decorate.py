@@ -191,6 +191,15 @@ class Wrap:
     def restored(self):
         return self.place.get() is self.held
 
+    def installed(self):
+        """Whether the place still holds what patchkit put (the recipe's decorators, which read its runtime)."""
+        return self.put is not None and self.place.get() is self.put
+
+    def counted(self):
+        """The code objects whose calls :class:`.swap.Calls` counts: the function's, reached only through the
+        decorators once they are in (unless the job took the function itself before)."""
+        return (self.fn.__code__,)
+
     def codes(self):
         """The decorators' own code (their lambdas: a key or guard), which reads the module's names."""
         found, todo = [], list(self.decorators)

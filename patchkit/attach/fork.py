@@ -44,7 +44,7 @@ def in_child():
             lock._at_fork_reinit()  # held at the fork by a thread the child does not have: it would never be free
         failed = []
         for attachment in list(ACTIVE.values()):
-            failed += attachment.forked(parent)
+            failed += forked(attachment, parent)
         ACTIVE.clear()
         if failed:
             say(f"in the child {os.getpid()} forked from {parent}, not put back: {'; '.join(failed)}")
@@ -53,6 +53,20 @@ def in_child():
             say(f"in the child {os.getpid()}: putting the job's own code back failed ({type(exc).__name__}: {exc})")
         except BaseException:  # noqa: BLE001
             pass
+
+
+def forked(attachment, parent):
+    """In a child forked while ``attachment`` was in: the job's own code back (each swap's recorded functions), the
+    recipe over here; what could not be put back, as a list of short texts."""
+    failed = []
+    for swap in reversed(attachment.swaps):
+        try:
+            swap.undo()
+        except Exception as exc:  # noqa: BLE001 - the others still go back
+            failed.append(f"{swap.scope}: {type(exc).__name__}: {exc}")
+    end_in_child(attachment.recipe, f"forked from {parent} while patchkit attach had {attachment.recipe} there; this "
+                                    "process runs its own code")
+    return failed
 
 
 def end_in_child(recipe, why):

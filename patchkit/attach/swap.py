@@ -10,15 +10,26 @@ bytecode, constants, names and line numbers): that is how it is found behind a d
 in a closure (verl's ``GPUMemoryLogger``) or behind ``functools.wraps`` (``__wrapped__``), and how a file
 changed on disk since the job imported it is told apart (no live function equals it).
 
-A :class:`Swap` replaces one code object by its instrumented twin in every function that uses it (found with
-``gc.get_referrers``: each closure made from a nested ``def`` has its own function object), and puts the
-original object back in every function that then uses the instrumented one, closures made meanwhile
-included.  A call in progress keeps the code it started with: the swap takes effect at the next call.
+A :class:`Swap` replaces one code object by its instrumented twin in the functions that use it: those found
+from the recipe's names (the module's or class's attribute, a ``staticmethod`` / ``classmethod``'s function,
+``__wrapped__`` and the closure cells of the decorators there, :data:`DEPTH` deep), and, as an addition, those
+``gc.get_referrers`` finds (each closure made from a nested ``def`` has its own function object).  The names come
+first because ``gc.get_referrers`` is not reliable: on free-threaded CPython 3.13, once a second thread has run,
+it no longer returns the functions made before it.  The swap keeps its own record of every function whose code it
+replaced, and puts the original back in exactly those, and in every function ``gc.get_referrers`` then finds with
+the instrumented code (closures made meanwhile); :meth:`Swap.installed` says whether any of them still has it,
+so that ``_patchkit_runtime``, which that code reads, stays in the module until none has.  A call in progress
+keeps the code it started with: the swap takes effect at the next call.
+
+:class:`Calls` counts the calls of the instrumented code while the window waits for its point (``sys.monitoring``,
+3.12+), so that attach can tell "called N times, the point not reached" from "not called again".
 """
 
 from __future__ import annotations
 
 import gc
+import sys
+import time
 import types
 
 FunctionType = types.FunctionType
@@ -145,7 +156,8 @@ def plan_swaps(module, target, original, instrumented):
     _, method, nested = target
     index, fn = find_live(module, target, original)
     new_outer = pick(code_at(instrumented, outer_path(target)), index, scope_name(target[:2] + (None,)))
-    swaps = [Swap(scope_name(target[:2] + (None,)), fn.__code__, new_outer)]
+    named = [f for f in functions_in(holder(module, target)) if f.__code__ is fn.__code__]
+    swaps = [Swap(scope_name(target[:2] + (None,)), fn.__code__, new_outer, named)]
     if nested:
         olds = codes_named(fn.__code__, nested)
         news = codes_named(new_outer, nested)
@@ -158,11 +170,13 @@ def plan_swaps(module, target, original, instrumented):
 
 
 class Swap:
-    """One code object and its instrumented twin, in every function that uses it."""
+    """One code object and its instrumented twin, in every function that uses it (see the module's docstring)."""
 
-    def __init__(self, scope, old, new):
+    def __init__(self, scope, old, new, named=()):
         self.scope, self.old, self.new = scope, old, new
-        self.functions = []
+        self.named = list(named)  # the functions found from the recipe's names
+        self.functions = []  # each function whose code this swap replaced, in the order it did
+        self.since = []  # the functions found with the instrumented code at the undo: closures made meanwhile
 
     def check(self):
         old, new = self.old, self.new
@@ -174,31 +188,116 @@ class Swap:
             raise Refused(f"{self.scope} is a generator or coroutine: a suspended one would keep the instrumented "
                           "code after detach; use `patchkit run` for it")
 
-    def users(self, code):
-        return [f for f in gc.get_referrers(code) if type(f) is FunctionType and f.__code__ is code]
+    def users(self, code, known=()):
+        """``known`` and the functions ``gc.get_referrers`` finds, once each, those whose code is ``code``."""
+        seen, found = set(), []
+        for fn in [*known, *gc.get_referrers(code)]:
+            if type(fn) is FunctionType and id(fn) not in seen and fn.__code__ is code:
+                seen.add(id(fn))
+                found.append(fn)
+        return found
 
     def apply(self):
-        """Swap in; returns how many functions now run the instrumented code."""
-        self.functions = self.users(self.old)
-        for fn in self.functions:
+        """Swap in; returns how many functions now run the instrumented code (each one recorded as it is done)."""
+        for fn in self.users(self.old, self.named):
             fn.__code__ = self.new
+            self.functions.append(fn)
         return len(self.functions)
 
+    def recorded(self):
+        return self.functions + self.since
+
     def undo(self):
-        """Swap back every function using the instrumented code (closures made meanwhile too); how many."""
-        back = self.users(self.new)
-        for fn in back:
-            fn.__code__ = self.old
-        return len(back)
+        """The original back in every function recorded, and in any other found using the instrumented code
+        (closures made meanwhile, recorded from now on); how many were put back."""
+        ids = {id(fn) for fn in self.recorded()}
+        self.since += [fn for fn in self.users(self.new) if id(fn) not in ids]
+        back = 0
+        for fn in self.recorded():
+            if fn.__code__ is self.new:
+                fn.__code__ = self.old
+                back += 1
+        return back
+
+    def installed(self):
+        """Whether a function recorded, or found, still has the instrumented code."""
+        return any(fn.__code__ is self.new for fn in self.recorded()) or bool(self.users(self.new))
 
     def restored(self):
-        """True when no function runs the instrumented code any more and those swapped have the original."""
-        return not self.users(self.new) and all(fn.__code__ is self.old for fn in self.functions)
+        """True when no function runs the instrumented code any more and each one swapped has the original."""
+        return not self.installed() and all(fn.__code__ is self.old for fn in self.functions)
 
     def codes(self):
         """The code objects a frame may still be running after :meth:`undo` (the name ``_patchkit_runtime`` stays
         in the module while one does)."""
         return (self.new,)
+
+    def counted(self):
+        """The code objects whose calls :class:`Calls` counts: the instrumented one."""
+        return (self.new,)
+
+
+class Calls:
+    """How many times the instrumented code was entered, counted with ``sys.monitoring`` (3.12+): a local
+    ``PY_START`` event on those code objects only, so the job's other functions run as before, and a tool id of
+    its own (3 or 4, the ones no tool claims by convention).  :attr:`count` stays None where it cannot count
+    (3.10, 3.11, both ids taken)."""
+
+    NAME, TOOLS = "patchkit attach", (4, 3)
+
+    def __init__(self):
+        self.tool, self.codes, self.count = None, [], None
+
+    def start(self, codes):
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None or self.tool is not None:
+            return
+        for tool in self.TOOLS:
+            try:
+                monitoring.use_tool_id(tool, self.NAME)
+            except ValueError:  # another tool has it
+                continue
+            self.tool, self.count = tool, 0
+            break
+        else:
+            return
+        monitoring.register_callback(self.tool, monitoring.events.PY_START, self.entered)
+        for code in codes:
+            if all(code is not c for c in self.codes):
+                monitoring.set_local_events(self.tool, code, monitoring.events.PY_START)
+                self.codes.append(code)
+
+    def entered(self, code, offset):
+        self.count += 1  # another thread's call may be lost on a free-threaded build: a count, not a ledger
+
+    def stop(self):
+        """Counting stops (the window opened, or the code went back); :attr:`count` keeps its value.  Never raises."""
+        if self.tool is None:
+            return
+        monitoring, tool, self.tool = sys.monitoring, self.tool, None
+        try:
+            for code in self.codes:
+                monitoring.set_local_events(tool, code, 0)
+            monitoring.register_callback(tool, monitoring.events.PY_START, None)
+        finally:
+            self.codes = []
+            monitoring.free_tool_id(tool)
+
+
+def put_back(swaps, wait, poll):
+    """Each swap undone; then, while a frame of any thread runs their instrumented code (``wait`` seconds at most),
+    waited for, and each undone again (closures such a frame made).  What of the recipe's code is still in the job,
+    as short texts: the scopes whose functions have it, a call running it; [] when nothing is."""
+    codes = [c for s in swaps for c in s.codes()]
+    for swap in reversed(swaps):
+        swap.undo()
+    end = time.monotonic() + wait
+    while in_flight(codes, sys._current_frames()) and time.monotonic() < end:
+        time.sleep(poll)
+    for swap in reversed(swaps):
+        swap.undo()
+    left = sorted({s.scope for s in swaps if s.installed()})
+    return left + (["a call still running the recipe's code"] if in_flight(codes, sys._current_frames()) else [])
 
 
 def in_flight(codes, frames):

@@ -57,11 +57,14 @@ class Said:
 
 
 def still_waiting(waiting, seconds: float) -> None:
-    """The processes whose window has not opened yet, a while after their code went in."""
+    """The processes whose window has not opened a while after their code went in, with the calls since (3.12+)."""
     for a in waiting:
-        say(printable(f"pid {a.pid}: still waiting for the next call of {', '.join(a.status.get('targets', []))} "
-                      f"({seconds:.0f} s); a function not called again never opens the window: Ctrl-C puts the "
-                      "job's own code back"))
+        targets, calls, waited = ", ".join(a.status.get("targets", [])), a.status.get("calls"), f"({seconds:.0f} s)"
+        why = (f" for the next call of {targets} {waited}" if calls is None else f": no call of {targets} since its "
+               f"code went in {waited}") + "; a function not called again never opens the window" if not calls else \
+            f": {targets} called {calls} time(s) since its code went in {waited}, the recipe's point not reached: a " \
+            "point no call reaches (after a return) never opens the window; `patchkit points` shows each one's points"
+        say(printable(f"pid {a.pid}: still waiting{why}: Ctrl-C puts the job's own code back"))
 
 
 def running_line(pid: int, scope: str) -> str:
