@@ -89,6 +89,6 @@ def test_with_nothing_applied_the_other_projects_folders_are_counted_and_named_a
     monkeypatch.chdir(tmp_path / "mine")
     with pytest.raises(CaptureError) as info:
         search()
-    assert info.value.message.startswith("no folder to look in: no recipe is applied here")
+    assert info.value.message.startswith("no folder to look in: no recipe is applied, and no folder listed in ")
     assert "1 capture folder(s) of other projects" in info.value.message and "--all" in info.value.message
     assert [c.where for c in search(every=True)] == [str(other)]

@@ -69,7 +69,7 @@ def nothing_there(spots: List[Place], every: bool) -> Tuple[str, str]:
         return (f"no capture yet: the save path of the applied recipe does not exist yet: {named}{left}",
                 "it is made when the job's first recording window closes; a relative save path is taken from the "
                 "folder `patchkit traces` runs in: run it where the job runs, or name the folder")
-    return (f"no folder to look in: no recipe is applied here, and no folder listed in {index} lies in this "
+    return (f"no folder to look in: no recipe is applied, and no folder listed in {index} lies in the current "
             f"folder{left}", "name the folder a recipe's profiler.save_path points at (`patchkit traces DIR`)")
 
 
