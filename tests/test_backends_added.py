@@ -2,14 +2,17 @@
 
 The module is the one the guide shows under "Writing a backend", read from
 the guide itself (so the guide stays true), written to the path it names in a
-copy of the package; then the guide's command rewrites the copy's schema.  A
+copy of the package; then the guide's commands write the copy's schema and
+``docs/reference.md`` again (before, the guide promised "no other file" and the
+reference was rendered in memory only, while test_docs failed on the page).  A
 process that imports the copy shows that the backend is found, accepted as a
 recipe's ``backend:`` and as ``backend=``, listed in the schema and the
 reference, printed by ``patchkit show``, and that it records a window through
 the runtime from the lines ``apply`` inserts; that the layer tests and the
 import contracts hold on the copy; and that the tests which loop over the
 backends found run it.  The copy differs from this checkout in that module
-and the schema file the command rewrote, nothing else.
+and the two files the commands wrote (the reference page as its generator
+makes it), nothing else.
 """
 
 from __future__ import annotations
@@ -39,10 +42,14 @@ def guide():
     code = re.search(r"```python\n(.*?)```", section, re.S)
     command = re.search(r"```bash\n(.*?)```", section, re.S)
     assert path and code and command, "docs/contributing.md's 'Writing a backend' lost its module, path or command"
-    return path.group(1), path.group(2), code.group(1), command.group(1).strip()
+    quick = re.search(r"`(python -m pytest -q [^`]*)`", section)
+    assert quick, "docs/contributing.md's 'Writing a backend' names no quick subset of tests"
+    return (path.group(1), path.group(2), code.group(1), command.group(1).strip().splitlines(),
+            quick.group(1).split()[4:])
 
 
-PATH, NAME, MODULE, COMMAND = guide()
+PATH, NAME, MODULE, COMMANDS, QUICK = guide()
+GENERATED = ["patchkit/recipe/recipe.schema.json", "docs/reference.md"]
 
 TRAINER = textwrap.dedent("""\
     def work(batch):
@@ -119,13 +126,17 @@ def added(tmp_path_factory):
     top = tmp_path_factory.mktemp("added")
     copy, work = top / "checkout", top / "work"
     shutil.copytree(REPO / "patchkit", copy / "patchkit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "docs", copy / "docs", ignore=shutil.ignore_patterns("__pycache__"))  # the reference
     shutil.copy2(REPO / "pyproject.toml", copy / "pyproject.toml")  # the import contracts
     assert not (copy / PATH).exists(), f"{PATH} exists already: the guide must add a backend patchkit lacks"
     (copy / PATH).write_text(MODULE, encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(copy), PATCHKIT_HOME=str(top / "home"))
     env.pop("PATCHKIT_STRICT", None)
-    done = subprocess.run(COMMAND.split(), cwd=copy, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert COMMANDS == ["python -m patchkit.recipe.schema", "python docs/hooks/reference.py"]
+    for command in COMMANDS:
+        done = subprocess.run([sys.executable, *command.split()[1:]], cwd=copy, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
 
     work.mkdir()
     (work / "fit-steps.yaml").write_text(RECIPE)
@@ -201,4 +212,19 @@ def test_nothing_but_the_module_and_the_schema_the_command_made_differs(added):
             walk(ours / sub, theirs / sub)
 
     walk(REPO / "patchkit", copy / "patchkit")
-    assert sorted(differ) == sorted([PATH, "patchkit/recipe/recipe.schema.json"])
+    walk(REPO / "docs", copy / "docs")
+    assert sorted(differ) == sorted([PATH, *GENERATED])
+
+
+def test_the_committed_reference_of_the_copy_is_what_its_generator_makes(added):
+    """What tests/test_docs.py checks of docs/reference.md, on the copy: the page on disk names the backend."""
+    copy = added[0]
+    done = subprocess.run([sys.executable, "docs/hooks/reference.py", "--check"], cwd=copy,
+                          env=dict(os.environ, PYTHONPATH=str(copy)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{{#backend-{NAME}}}" in (copy / "docs" / "reference.md").read_text(encoding="utf-8")
+
+
+def test_the_quick_tests_the_guide_names_exist_and_hold_a_backend():
+    assert QUICK and all((REPO / t).is_file() for t in QUICK), QUICK
+    assert {"tests/test_backends.py", "tests/test_schema.py", "tests/test_docs.py"} <= set(QUICK)

@@ -499,3 +499,26 @@ def test_a_command_imports_nothing_it_does_not_use(args, tmp_path):
     loaded = done.stderr.splitlines()[-1].split()
     unwanted = NOT_IMPORTED[args]
     assert not [m for m in loaded if m in unwanted or m.startswith(tuple(u + "." for u in unwanted))]
+
+
+@pytest.mark.parametrize("typed,meant", [("analyze", "analyse"), ("Analyze", "analyse"), ("stauts", "status"),
+                                         ("revrt", "revert"), ("trace", "traces")])
+def test_a_mistyped_command_gets_did_you_mean_among_every_command(typed, meant):
+    """The group loads a command only when asked, so click's own guess saw none (msprof-analyze spells analyze
+    with a z): before, `No such command 'analyze'.` and nothing more."""
+    result = run(typed, ok=False)
+    assert result.exit_code == 2
+    assert f"Error: No such command '{typed}'. Did you mean '{meant}'" in result.output
+
+
+def test_an_unknown_command_far_from_any_is_said_without_a_guess():
+    result = run("xyzzy", ok=False)
+    assert result.exit_code == 2 and result.output.rstrip().endswith("Error: No such command 'xyzzy'.")
+
+
+def test_version_names_the_package_folder_patchkit_is_imported_from():
+    import patchkit
+
+    out = run("--version").output
+    assert out == f"patchkit-profiler {patchkit.__version__} (import patchkit from " \
+                  f"{Path(patchkit.__file__).resolve().parent})\n"  # before: .../patchkit/cli

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -60,9 +61,10 @@ def test_without_dir_the_applied_recipes_save_paths_are_searched_from_here(run_c
     patched(tmp_path / "env", *TORCH, "profiler.save_path=outputs/traces")  # recorded in this test's ledger
     monkeypatch.chdir(tmp_path)  # where the job ran: outputs/traces is relative to it
     assert sorted(r[1] for r in rows(cli("traces").stdout)) == ["0", "1"]
-    monkeypatch.chdir(run_copy)  # elsewhere, the relative save path names nothing
+    monkeypatch.chdir(run_copy.parent)  # elsewhere, the relative save path names nothing (yet)
     result = cli("traces", code=1)
-    assert "no folder to look in" in result.stderr and "hint:" in result.stderr
+    assert f"no capture yet: the save path of the applied recipe does not exist yet: {run_copy.parent / 'outputs'}" \
+        in result.stderr and "hint:" in result.stderr
 
 
 def test_without_dir_the_runtime_index_is_searched_from_anywhere(run_copy, tmp_path, monkeypatch, patchkit_home):
@@ -86,10 +88,15 @@ def test_a_truncated_trace_is_listed_and_named_as_an_error(run_copy):
     [trace] = [p for p in run_copy.glob("*.pt.trace.json") if p.stat().st_size][:1]
     data = trace.read_bytes()
     trace.write_bytes(data[: len(data) // 2])
-    result = cli("traces", str(run_copy), code=1)
+    result = cli("traces", str(run_copy))  # the listing worked: exit 0 (before: 1)
     assert len(rows(result.stdout)) == 2  # both still listed
-    assert f"error: {trace}: is {len(data) // 2} bytes, {len(data)} when it was written" in result.stderr
-    assert "hint:" in result.stderr
+    assert [r[-1] for r in rows(result.stdout) if "BROKEN" in r] == ["below)"]  # "BROKEN (see below)"
+    assert f"broken: {trace}: is {len(data) // 2} bytes, {len(data)} when it was written" in result.stderr
+    assert "hint:" in result.stderr and result.stderr.rstrip().endswith("2 capture(s), 1 broken (--strict: exit 1 "
+                                                                        "when one is)")
+    result = cli("traces", str(run_copy), "--strict", code=1)
+    assert f"error: {trace}: is {len(data) // 2} bytes" in result.stderr
+    assert json.loads(cli("traces", str(run_copy), "--json").stdout)["broken"] == 1
     assert {k: v for k, v in snapshot(run_copy).items() if k != trace.name} == \
         {k: v for k, v in before.items() if k != trace.name}  # nothing else touched
 
@@ -98,7 +105,7 @@ def test_a_truncated_trace_without_manifest_is_found_by_its_end(run_copy):
     shutil.rmtree(run_copy / manifest.FOLDER)
     trace = sorted(run_copy.glob("*.pt.trace.json"))[0]
     trace.write_bytes(trace.read_bytes()[:-40])
-    result = cli("traces", str(run_copy), code=1)
+    result = cli("traces", str(run_copy), "--strict", code=1)
     assert f"error: {trace}: ends in the middle of its JSON data" in result.stderr
 
 
@@ -112,10 +119,49 @@ def test_a_manifest_from_a_newer_patchkit_is_an_error(run_copy):
     path = sorted((run_copy / manifest.FOLDER).glob("*.json"))[0]
     data = json.loads(path.read_text())
     path.write_text(json.dumps(dict(data, format=manifest.FORMAT + 1, patchkit="9.1.0")))
-    result = cli("traces", str(run_copy), code=1)
+    result = cli("traces", str(run_copy), "--strict", code=1)
     assert (f"error: {path}: written by patchkit 9.1.0 in manifest format {manifest.FORMAT + 1}; "
             f"this patchkit") in result.stderr
     assert len(rows(result.stdout)) == 2  # its trace is not listed a second time as one without a manifest
+
+
+def test_another_project_s_broken_capture_is_left_out_then_listed_with_all_and_never_fails_the_listing(
+        run_copy, tmp_path, monkeypatch, patchkit_home):
+    """Root's state folder is every root project's: their captures are not this one's, and their broken one is a
+    row and a count, exit 0 (before: listed among this project's, and `traces` exited 1 for it)."""
+    theirs = tmp_path / "theirs"
+    (theirs / manifest.FOLDER).mkdir(parents=True)
+    broken = theirs / manifest.FOLDER / "vm_4066.json"
+    broken.write_text('{"format": 1, "kind": "patchkit-capture", "recipe": "x", "key": "x", "backend": "torch", '
+                      '"rank": 0, "steps": {"first": 1, "last": 1}, "traces": [], "error": "disk full"}')
+    (patchkit_home / manifest.INDEX).write_text(f"{theirs}\n{run_copy}\n{theirs}\n{theirs}/\n")
+    os.chmod(patchkit_home / manifest.INDEX, 0o600)
+    monkeypatch.chdir(run_copy.parent)  # this project: run_copy lies in it
+    result = cli("traces")
+    assert sorted(r[1] for r in rows(result.stdout)) == ["0", "1"] and str(theirs) not in result.stdout
+    assert result.stderr == ("note: 1 other capture folder(s) in $PATCHKIT_HOME/captures are other projects': "
+                             "`patchkit traces --all` lists them too\n")
+    result = cli("traces", "--all")
+    listed = rows(result.stdout)
+    assert [r[1] for r in listed[:2]] in (["0", "1"], ["1", "0"]) and listed[2][-3:] == ["BROKEN", "(see", "below)"]
+    assert len(listed) == 3  # their folder once, though the index names it three times
+    assert f"broken: {broken}: the capture failed: disk full" in result.stderr
+    assert result.stderr.rstrip().endswith("3 capture(s), 1 broken (--strict: exit 1 when one is)")
+    cli("traces", "--all", "--strict", code=1)
+
+
+@pytest.mark.parametrize("command", ["traces", "collect"])
+def test_help_reads_as_one_text_and_says_what_the_command_does(command):
+    from click.testing import CliRunner
+
+    from patchkit.cli.commands import main
+
+    shown = CliRunner().invoke(main, [command, "--help"]).output
+    runs = [line for line in shown.split("Options:")[0].splitlines()
+            if re.search(r"\S {3,}\S", line) and not line.strip().startswith("DEST/")]
+    assert not runs  # before: "without a     manifest", "sha256 before     it gets its name"
+    assert ("DEST is written here" in " ".join(shown.split())) == (command == "collect")  # before: in traces's too
+    assert "--all" in shown and "this project's captures" in shown
 
 
 @pytest.mark.parametrize("args", [["--help"], ["traces", "--help"], ["collect", "--help"]])
@@ -174,3 +220,10 @@ def test_collect_shows_a_bar_of_the_bytes_copied_only_on_a_terminal(run_dir, tmp
     assert f"{size_text(size)}/{size_text(size)}" in shown.stderr
     assert f"file 2/2 from {socket.gethostname()}" in shown.stderr
     assert shown.stderr.endswith(piped.stderr)  # the bar's line ends before collect's own lines
+
+
+@pytest.mark.parametrize("args", [["traces"], ["collect", "dest"]])
+def test_all_is_refused_with_ray_each_node_looks_at_this_project_s_folders(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli(*args, "--all", "--ray", "auto", code=2)
+    assert "--all is not available with --ray" in result.output and not (tmp_path / "dest").exists()

@@ -274,8 +274,9 @@ def no_local_reads(monkeypatch):
     monkeypatch.setenv("PATCHKIT_RAY_TIMEOUT", "120")
 
 
-def test_traces_ray_lists_the_captures_of_both_nodes(captured_on_each_node):
+def test_traces_ray_lists_the_captures_of_both_nodes(captured_on_each_node, monkeypatch):
     address, a, b = captured_on_each_node
+    monkeypatch.chdir(a.job.parent)  # the project's folder: each node's job folder lies in it
     data = json.loads(cli("traces", "--ray", address, "--json").stdout)
     assert {(c["rank"], c["node"][:12], c["folder"]) for c in data["captures"]} == {
         (n.rank, n.id[:12], str(n.job / "outputs" / "traces")) for n in (a, b)}
@@ -287,6 +288,7 @@ def test_traces_ray_lists_the_captures_of_both_nodes(captured_on_each_node):
 def test_collect_ray_gathers_the_captures_written_on_both_nodes(captured_on_each_node, tmp_path, no_local_reads,
                                                                 monkeypatch):
     address, a, b = captured_on_each_node
+    monkeypatch.chdir(a.job.parent)  # the project's folder: each node's job folder lies in it
     monkeypatch.setattr(collect_mod, "CHUNK", 64 * 1024)  # several reads in flight per trace
     dest = tmp_path / "collected"
     result = cli("collect", str(dest), "--ray", address)

@@ -124,6 +124,28 @@ def test_the_commands_the_docs_say_take_root_are_those_whose_options_have_it():
     assert _named(said.group(2)) == set(commands) - takes
 
 
+def test_scripting_names_every_command_that_takes_json():
+    """docs/scripting.md is where a script's author looks: before, it named list, status and apply only."""
+    from patchkit.cli.commands import every_command
+
+    takes = {name for name, command in every_command().items() if any("--json" in p.opts for p in command.params)}
+    text = (REPO / "docs" / "scripting.md").read_text(encoding="utf-8")
+    said = {name for name in every_command() if re.search(rf"`patchkit {name}[^`]*--json`", text)}
+    assert takes - said == set(), f"docs/scripting.md does not say what {sorted(takes - said)} give with --json"
+    assert said <= takes
+
+
+def test_the_readme_says_where_the_state_folder_is_and_how_long_the_tests_take():
+    """The help texts speak of $PATCHKIT_HOME: the README says what and where it is (before: only docs/safety.md)."""
+    from patchkit.core.private import home
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "`$PATCHKIT_HOME`, by default `$XDG_STATE_HOME/patchkit` (`~/.local/state/patchkit`)" in text
+    assert home.__doc__.strip() == "``$PATCHKIT_HOME``; default ``$XDG_STATE_HOME/patchkit`` " \
+                                   "(``~/.local/state/patchkit``)."  # what the README says is the code's default
+    assert "(about 25 minutes on 2 cores" in text  # measured: about 22 minutes on 2 idle cores (was "about 20")
+
+
 def test_own_recipes_names_the_profiler_keys_and_the_range_new_writes(tmp_path):
     """own-recipes.md says which profiler keys `patchkit new` writes, the form of its range, and why its
     defaults differ from the built-in recipes'; a recipe written here holds those keys and that form."""

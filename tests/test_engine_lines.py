@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import DISTRIBUTION, api
+import patchkit
+from patchkit import DISTRIBUTION
 from patchkit.engine.lines import header_lines, literal
 from patchkit.state.ledger import Ledger
 from patchkit.recipe.load import load_recipe
@@ -77,7 +78,7 @@ def _job(tmp_path: Path) -> Path:
 def test_a_patched_module_imports_and_runs_where_patchkit_is_missing(tmp_path, bare_python):
     root = _job(tmp_path)
     settings = load_recipe(tmp_path / "tiny-job.yaml")
-    outcomes = api.apply(settings, str(root), ledger=Ledger())
+    outcomes = patchkit.apply(settings, str(root), ledger=Ledger())
     assert [o.state for o in outcomes] == ["patched"]
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import tinyjob.worker as w; "
             "print(w.Worker().run([1, 2, 3]), w.Worker().forward(1))")
@@ -95,7 +96,7 @@ def test_a_patched_module_imports_and_runs_where_patchkit_is_missing(tmp_path, b
 def test_the_same_module_profiles_where_patchkit_is_installed(tmp_path, clean_runtime):
     root = _job(tmp_path)
     settings = load_recipe(tmp_path / "tiny-job.yaml", ["schedule.active=2", f"profiler.save_path={tmp_path / 'out'}"])
-    api.apply(settings, str(root), ledger=Ledger())
+    patchkit.apply(settings, str(root), ledger=Ledger())
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import tinyjob.worker as w; w.Worker().run([1, 2, 3]); "
             "import patchkit.runtime as r; r.report()")
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, cwd=tmp_path)
@@ -106,7 +107,7 @@ def test_the_same_module_profiles_where_patchkit_is_installed(tmp_path, clean_ru
 
 def test_stderr_that_cannot_be_written_does_not_break_the_import(tmp_path, bare_python):
     root = _job(tmp_path)
-    api.apply(load_recipe(tmp_path / "tiny-job.yaml"), str(root), ledger=Ledger())
+    patchkit.apply(load_recipe(tmp_path / "tiny-job.yaml"), str(root), ledger=Ledger())
     code = ("import sys; sys.path.insert(0, sys.argv[1]); sys.stderr.close(); import tinyjob.worker as w; "
             "print(w.Worker().run([1]))")
     done = subprocess.run([bare_python, "-I", "-c", code, str(root)], capture_output=True, text=True, cwd=tmp_path)
@@ -129,7 +130,7 @@ def test_a_guard_that_raises_is_false_and_said_once_per_point(tmp_path):
     """The job runs on, its results unchanged; stderr has one patchkit line per point, naming the point's line."""
     root = _job(tmp_path)
     (tmp_path / "tiny-guarded.yaml").write_text(GUARDED)
-    api.apply(load_recipe(tmp_path / "tiny-guarded.yaml", [f"profiler.save_path={tmp_path / 'out'}"]), str(root),
+    patchkit.apply(load_recipe(tmp_path / "tiny-guarded.yaml", [f"profiler.save_path={tmp_path / 'out'}"]), str(root),
               ledger=Ledger())
     patched = (root / "tinyjob" / "worker.py").read_text()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import tinyjob.worker as w; "
@@ -160,7 +161,7 @@ def test_a_runtime_older_than_the_lines_is_the_stand_in_not_an_error(tmp_path, b
     """An older patchkit in the job's environment (its step takes no guard): the module says so once and runs on."""
     root = _job(tmp_path)
     (tmp_path / "tiny-guarded.yaml").write_text(GUARDED)
-    api.apply(load_recipe(tmp_path / "tiny-guarded.yaml"), str(root), ledger=Ledger())
+    patchkit.apply(load_recipe(tmp_path / "tiny-guarded.yaml"), str(root), ledger=Ledger())
     old = tmp_path / "old" / "patchkit"
     old.mkdir(parents=True)
     (old / "__init__.py").write_text("")
@@ -185,7 +186,7 @@ def _newest_release(settings):
     return max(inside, key=lambda r: Version(r.version)) if inside else None
 
 
-REAL = [s for s in api.all_recipes() if _newest_release(s) is not None]
+REAL = [s for s in patchkit.all_recipes() if _newest_release(s) is not None]
 
 
 @pytest.mark.parametrize("settings", REAL, ids=[s.id for s in REAL])
@@ -194,7 +195,7 @@ def test_real_targets_get_past_patchkits_lines_without_patchkit(settings, tmp_pa
     rel = _newest_release(settings)
     root = tmp_path / "root"
     shutil.copytree(realwheels.release_root(rel.dist, rel.version), root)
-    outcomes = api.apply(settings, str(root), ledger=Ledger())
+    outcomes = patchkit.apply(settings, str(root), ledger=Ledger())
     for o in outcomes:
         code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('patched_target', sys.argv[1]); "
                 "spec.loader.exec_module(importlib.util.module_from_spec(spec))")
@@ -237,7 +238,7 @@ def test_the_noop_stand_in_offers_every_name_the_generated_lines_call(tmp_path):
 
     stand_in = eval(codegen.NOOP.format(codegen.NOOP_LABELLED))  # noqa: S307 - patchkit's own constant
     called = set()
-    for settings in api.all_recipes():
+    for settings in patchkit.all_recipes():
         for point in settings.active_points():
             called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(codegen.shown(settings, point))))
         called |= set(re.findall(r"_patchkit_runtime\.(\w+)\(", "\n".join(header_lines(settings))))

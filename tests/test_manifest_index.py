@@ -45,3 +45,48 @@ def test_an_undecodable_byte_in_a_path_is_kept(tmp_path, monkeypatch):
     odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9")
     manifest.note_folder(odd)
     assert manifest.indexed_folders() == [odd]  # a guard: only what ends a line is left out
+
+
+def test_a_folder_already_in_the_index_is_not_written_again(patchkit_home, monkeypatch):
+    """Each job process used to append its save path: the index held the same folder once per run."""
+    index = Path(patchkit_home) / manifest.INDEX
+    for _ in range(3):  # three processes
+        monkeypatch.setattr(manifest, "_noted", set())
+        manifest.note_folder("/srv/run/traces")
+    assert index.read_bytes() == b"/srv/run/traces\n"  # before: three lines
+    monkeypatch.setattr(manifest, "_noted", set())
+    manifest.note_folder("/srv/run/traces/")
+    assert index.read_bytes() == b"/srv/run/traces\n"
+
+
+def test_the_index_is_read_with_each_folder_once_however_it_was_spelt(patchkit_home):
+    index = Path(patchkit_home) / manifest.INDEX
+    fd = os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"/srv/a\n/srv/b\n/srv/a/\n/srv//a\n/srv/./a\n/srv/b\n")
+    os.close(fd)
+    assert manifest.indexed_folders() == ["/srv/a", "/srv/b"]
+
+
+def test_the_index_stays_within_its_bound_keeping_the_newest_folders(patchkit_home, monkeypatch):
+    monkeypatch.setattr(manifest, "INDEX_LIMIT", 100)
+    index = Path(patchkit_home) / manifest.INDEX
+    for n in range(40):
+        monkeypatch.setattr(manifest, "_noted", set())
+        manifest.note_folder(f"/srv/run{n:02d}")
+        assert index.stat().st_size <= 100
+    held = manifest.indexed_folders()
+    assert held[-1] == "/srv/run39" and len(held) == len(set(held)) > 3
+    assert held == [f"/srv/run{n:02d}" for n in range(40 - len(held), 40)]  # the newest, in order
+
+
+def test_an_index_past_the_bound_is_written_again_from_its_last_lines(patchkit_home, monkeypatch):
+    """Not patchkit's writing (an older patchkit, or by hand): the next note keeps its last whole lines."""
+    index = Path(patchkit_home) / manifest.INDEX
+    fd = os.open(index, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"".join(f"/srv/old{n:03d}\n".encode() for n in range(100)))
+    os.close(fd)
+    monkeypatch.setattr(manifest, "INDEX_LIMIT", 200)
+    manifest.note_folder("/srv/new")
+    data = index.read_bytes()
+    assert len(data) <= 200 and data.endswith(b"/srv/old099\n/srv/new\n")
+    assert all(line.startswith("/srv/") and len(line) in (8, 11) for line in data.decode().splitlines())

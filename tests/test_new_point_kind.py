@@ -1,8 +1,10 @@
 """A new kind of point, added exactly as docs/contributing.md says, in a copy of the checkout: its module (taken
-from the guide's own code block) and the schema regenerated, nothing else.  The copy then finds it, validates it
-in a recipe, lists it in the schema and the reference, shows and applies it, offers it in `patchkit points`, and
-runs its examples in tests/test_point_kinds.py, with tests/test_layers.py's rules kept; and no other file of the
-copy changed."""
+from the guide's own code block), then the guide's own commands, which write the schema and docs/reference.md
+again.  The copy then finds it, validates it in a recipe, lists it in the schema and the committed reference
+(the copy's tests/test_docs.py passes: before, the guide promised "no other file" and the reference was rendered
+in memory only, so the claim was certified while test_docs failed), shows and applies it, offers it in
+`patchkit points`, and runs its examples in tests/test_point_kinds.py, with tests/test_layers.py's rules kept;
+and no file of the copy but those three changed."""
 
 from __future__ import annotations
 
@@ -38,6 +40,22 @@ def guide_block(guide: str, title: str) -> str:
     found = re.search(r'^( *)```python title="' + re.escape(title) + r'"\n(.*?)^\1```', guide, re.S | re.M)
     assert found, f"{GUIDE} has no code block titled {title}"
     return textwrap.dedent(found.group(2))
+
+
+def guide_steps(guide: str) -> list:
+    """The commands the guide's numbered steps for a new kind say to run (``python ...``), in order."""
+    section = guide[guide.index("### A new kind of point"):]
+    section = section[:section.index("\n## ")]
+    return re.findall(r"^\d+\. Run `python ([^`]+)`", section, re.M)
+
+
+def quick_tests(guide: str) -> list:
+    """The test modules the guide's section names to run after adding a kind."""
+    section = guide[guide.index("### A new kind of point"):]
+    section = section[:section.index("\n## ")]
+    block = re.search(r"```bash\n(python -m pytest -q [^\n]*)\n```", section)
+    assert block, f"{GUIDE} names no quick subset of tests to run after adding a kind"
+    return block.group(1).split()[4:]
 
 
 def run(copy: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -102,17 +120,26 @@ def added(tmp_path_factory):
     before = files(copy)
     # step 1: the module, exactly as the guide shows it
     (copy / MODULE).write_text(guide_block((copy / GUIDE).read_text(encoding="utf-8"), MODULE), encoding="utf-8")
-    # step 2: the schema
-    done = run(copy, "-m", "patchkit.recipe.schema")
-    assert done.returncode == 0, done.stderr
+    # the steps after it: the commands the guide names, as it writes them
+    steps = guide_steps((copy / GUIDE).read_text(encoding="utf-8"))
+    assert steps == ["-m patchkit.recipe.schema", "docs/hooks/reference.py"]
+    for step in steps:
+        done = run(copy, *step.split())
+        assert done.returncode == 0, done.stderr
     return copy, before, files(copy)
 
 
-def test_the_guide_s_two_steps_change_no_other_file(added):
+def test_the_guide_s_steps_change_the_module_and_the_two_generated_files_only(added):
     copy, before, after = added
     assert not (REPO / MODULE).exists()  # the real checkout is untouched
     changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-    assert changed == [MODULE, "patchkit/recipe/recipe.schema.json"]
+    assert changed == ["docs/reference.md", MODULE, "patchkit/recipe/recipe.schema.json"]
+
+
+def test_the_quick_tests_the_guide_names_exist_and_hold_a_kind():
+    named = quick_tests((REPO / GUIDE).read_text(encoding="utf-8"))
+    assert named and all((REPO / t).is_file() for t in named), named
+    assert {"tests/test_point_kinds.py", "tests/test_schema.py", "tests/test_docs.py"} <= set(named)
 
 
 def test_the_new_kind_is_found_validated_documented_shown_applied_and_offered(added):
@@ -140,8 +167,10 @@ def test_the_new_kind_is_found_validated_documented_shown_applied_and_offered(ad
 def test_the_kinds_test_runs_its_examples_and_the_layers_rules_hold(added):
     copy = added[0]
     done = run(copy, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_point_kinds.py",
-               "tests/test_layers.py", timeout=600)
+               "tests/test_layers.py", "tests/test_schema.py",
+               "tests/test_docs.py::test_the_committed_reference_is_what_its_generator_makes", timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "test_the_committed_reference_is_what_its_generator_makes PASSED" in done.stdout
     passed = [ln for ln in done.stdout.splitlines() if "PASSED" in ln]
     assert sum("after_loop-valid" in ln for ln in passed) == 1 and sum("after_loop-invalid" in ln for ln in passed) == 1
     assert not any("FAILED" in ln or "ERROR" in ln for ln in done.stdout.splitlines())

@@ -152,8 +152,9 @@ class RunningJob:
         return {(m["rank"], m["role"]): realverl.work(self.traces, m) for m in realverl.manifests(self.traces)}
 
     def listed(self) -> list:
-        """What the attaching user's ``patchkit traces`` (no folder named) lists: (recipe, rank, steps)."""
-        done = realverl.patchkit(self.user, "traces", "--json")
+        """What the attaching user's ``patchkit traces --all`` (no folder named: every folder of the user's own
+        index, wherever the command runs) lists: (recipe, rank, steps)."""
+        done = realverl.patchkit(self.user, "traces", "--all", "--json")
         return sorted((c["recipe"], c["rank"], c["steps"]["count"]) for c in json.loads(done.stdout)["captures"])
 
 

@@ -470,7 +470,10 @@ def test_apply_keeps_the_compiled_copies_git_tracks_and_drops_the_others(tmp_pat
     assert committed.read_bytes() == b"committed on purpose" and not stale.exists()
     assert git(top, "status", "--porcelain") == f" M {DP}\n"
     run("revert", "--all")
-    assert clean(top) and committed.read_bytes() == b"committed on purpose"
+    assert committed.read_bytes() == b"committed on purpose"
+    assert stale.read_bytes() == b"stale"  # put back, as it was before apply (patchkit.state.compiled)
+    assert git(top, "status", "--porcelain", "--untracked-files=all") == \
+        "?? verl/workers/actor/__pycache__/dp_actor.cpython-312.pyc\n"  # the checkout as before apply
 
 
 def test_revert_without_a_record_in_a_checkout_puts_the_content_back_and_names_the_branch_left(tmp_path):

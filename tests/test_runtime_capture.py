@@ -249,7 +249,7 @@ def test_traces_a_profiler_left_unfinished_make_the_capture_failed(tmp_path, mon
     assert entries[f"{tag}.1.pt.trace.json"]["size"] == 0 and entries[f"{tag}.2.pt.trace.json"]["size"] > 0
     assert all(entries[os.path.basename(p)]["error"] == why for p, why in reasons.items())
     assert sorted(m["error"].split("; ")) == sorted(f"{os.path.basename(p)}: {why}" for p, why in reasons.items())
-    [cap] = json.loads(cli("traces", tmp_path, "--json", code=1).stdout)["captures"]  # the .tmp is never a capture
+    [cap] = json.loads(cli("traces", tmp_path, "--json", "--strict", code=1).stdout)["captures"]  # the .tmp is never a capture
     assert cap["broken"] and sorted(t["path"] for t in cap["traces"]) == [cut, whole]
 
 

@@ -74,12 +74,12 @@ def test_a_torch_trace_the_disk_had_no_room_for_is_a_failed_capture(tmp_path, pa
     assert m["error"] == f"{entry['name']}: {entry['error']}" and CUT in m["error"]
     assert m["steps"] == {"first": 1, "last": 2, "count": 2} and m["format"] == 1
 
-    listed = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+    listed = json.loads(cli("traces", out, "--json", "--strict", code=1).stdout)["captures"]
     [cap] = listed
     assert cap["broken"] is True and cap["traces"] == [] and cap["size"] == 0
     assert cap["problem"] == f"{out / manifest.FOLDER / (entry['name'][:-len('.pt.trace.json')] + '.json')}: " \
                              f"the capture failed: {m['error']}"
-    text = cli("traces", out, code=1)
+    text = cli("traces", out, "--strict", code=1)
     [row] = text.stdout.splitlines()[1:]
     assert row.split()[:5] == ["full", "0", "-", "1-2", "-"] and row.endswith("BROKEN (see below)")
     assert text.stderr.startswith(f"error: {cap['problem']}\n  hint: capture it again")
@@ -94,7 +94,7 @@ def test_a_reader_that_knows_no_error_field_still_finds_the_failed_capture_broke
     data.pop("error")
     data["traces"][0].pop("error")  # as patchkit before this field reads it
     Path(path).write_text(json.dumps(data))
-    [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+    [cap] = json.loads(cli("traces", out, "--json", "--strict", code=1).stdout)["captures"]
     assert cap["broken"] and "h_1.2.pt.trace.json: the trace is missing" in cap["problem"]
 
 
@@ -122,6 +122,6 @@ def test_an_npu_capture_folder_torch_npu_could_not_finish_is_a_failed_capture(tm
                                  "the disk was full, a quota or file size limit was hit, or the writer was killed"]]
     [m] = _manifests(out)
     assert m["error"] == f"{folder.name}: {report['failed'][0][1]}" and m["traces"][0]["name"] == folder.name
-    [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+    [cap] = json.loads(cli("traces", out, "--json", "--strict", code=1).stdout)["captures"]
     assert cap["broken"] and cap["problem"].endswith(f"the capture failed: {m['error']}")
     assert [t["path"] for t in cap["traces"]] == [str(folder)]  # listed once, as the broken capture

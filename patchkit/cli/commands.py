@@ -20,7 +20,10 @@ import click
 from patchkit import DISTRIBUTION, __version__
 from patchkit.core.errors import PatchkitError
 
-_HERE = str(Path(__file__).resolve().parent)
+_HERE = str(Path(__file__).resolve().parent.parent)  # the package folder `import patchkit` found
+
+# Other tools' spellings of a command, answered with patchkit's own (msprof-analyze spells analyse with a z).
+_SPELLED = {"analyze": "analyse"}
 
 # Every command: its name, the module:attribute that declares it, and the first paragraph of its help, which
 # `patchkit --help` shortens to one line without importing the module (tests/test_cli_commands.py holds it to
@@ -89,6 +92,13 @@ class _Group(click.Group):
             raise TypeError(f"{COMMANDS[cmd_name][0]} is not the click command {cmd_name!r}")
         return command
 
+    def resolve_command(self, ctx: click.Context, args: List[str]):
+        """click's, with "did you mean" among every command (click's own looks only among those loaded)."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            raise click.UsageError(f"No such command {name!r}.{_guess(name, self.list_commands(ctx))}", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """click's list of commands, each line made from :data:`COMMANDS` where the command is not loaded."""
         from gettext import gettext as _
@@ -137,6 +147,14 @@ def main(ctx: click.Context, debug: bool) -> None:
     patchkit points MOD:CLS.METHOD where a point can go; `patchkit new` writes a recipe of them
     """
     ctx.obj = {"debug": debug}
+
+
+def _guess(name: str, names: List[str]) -> str:
+    """`` Did you mean 'analyse'?`` for a command spelt close to one of ``names``, else ``""``."""
+    import difflib
+
+    close = [_SPELLED[name.lower()]] if name.lower() in _SPELLED else difflib.get_close_matches(name, names, 3)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def every_command() -> Dict[str, click.Command]:

@@ -13,9 +13,22 @@ import click
 from patchkit.cli.options import ray_option
 from patchkit.cli.progress import bar, size_text
 
-FOLDERS_HELP = ("With no DIR: the save paths of the applied recipes (a relative save path is taken from the current "
-                "directory) and every save path the runtime listed in $PATCHKIT_HOME/captures.")
-RAY_HELP = "every alive node of this Ray cluster (or auto); DEST is written here"
+FOLDERS_HELP = ("With no DIR: this project's captures, those under the save paths of the applied recipes (a "
+                "relative save path is taken from the current directory), then those of the current directory "
+                "(the save paths under it that the runtime listed in $PATCHKIT_HOME/captures).  --all adds every "
+                "other folder of that list: other projects that share the state folder.")
+TRACES_RAY_HELP = "every alive node of this Ray cluster (or auto): each node's captures in one table"
+COLLECT_RAY_HELP = "every alive node of this Ray cluster (or auto); DEST is written here"
+ALL_HELP = "with no DIR: also every other capture folder listed in $PATCHKIT_HOME/captures (other projects')"
+STRICT_HELP = "exit 1 when a capture is broken (the listing exits 0 when it worked)"
+
+
+def _with_folders(command: click.Command) -> None:
+    """The command's help and :data:`FOLDERS_HELP` as one text (the docstring's indentation taken off first:
+    click takes it off the whole text, and text after the docstring has none, so click would keep it)."""
+    import inspect
+
+    command.help = inspect.cleandoc(command.help or "") + "\n\n" + FOLDERS_HELP
 
 
 def _say(message: str) -> None:
@@ -42,19 +55,21 @@ def _table(rows: List[List[str]]) -> None:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1])
 
 
-def _problems(caps) -> None:
-    """Each broken capture as an error; exit 1 when there is one."""
-    broken = [c for c in caps if c.problem]
+def _problems(caps, strict: bool) -> None:
+    """Each broken capture, then how many of how many; exit 1 for one only when ``strict``."""
     from patchkit.core.printable import printable
 
+    broken = [c for c in caps if c.problem]
     for c in broken:
-        click.echo(f"error: {printable(c.problem)}\n  hint: capture it again, or move it aside; `patchkit collect "
-                   "--skip-broken` collects the others", err=True)
+        click.echo(f"{'error' if strict else 'broken'}: {printable(c.problem)}\n  hint: capture it again, or move it "
+                   "aside; `patchkit collect --skip-broken` collects the others", err=True)
     if broken:
+        _say(f"{len(caps)} capture(s), {len(broken)} broken" + ("" if strict else " (--strict: exit 1 when one is)"))
+    if broken and strict:
         sys.exit(1)
 
 
-def traces_on_every_node(address: str, folders: Sequence[str], as_json: bool) -> None:
+def traces_on_every_node(address: str, folders: Sequence[str], as_json: bool, strict: bool) -> None:
     """``traces --ray``: every alive node's captures in one table, and each node that could not be searched."""
     from patchkit.cluster import gather
     from patchkit.core.printable import printable
@@ -71,7 +86,7 @@ def traces_on_every_node(address: str, folders: Sequence[str], as_json: bool) ->
     for s in scans:
         if not s.ok:
             _say(printable(f"error: node {s.node}: {s.message}"))
-    _problems(caps)
+    _problems(caps, strict)
     if not all(s.ok for s in scans):
         sys.exit(1)
 
@@ -79,26 +94,36 @@ def traces_on_every_node(address: str, folders: Sequence[str], as_json: bool) ->
 @click.command()
 @click.argument("folders", nargs=-1, metavar="[DIR]...", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@ray_option(traces_on_every_node, help=RAY_HELP)
-def traces(folders: Sequence[str], as_json: bool) -> None:
+@click.option("--all", "all", is_flag=True, help=ALL_HELP)  # named as the option: --ray's refusal names it
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
+@ray_option(traces_on_every_node, refuse=["all"], help=TRACES_RAY_HELP)
+def traces(folders: Sequence[str], as_json: bool, strict: bool, **flags: bool) -> None:
     """The captures under DIR: recipe, rank, role, steps, size, node, path; newest first.
 
     A capture is one recording window of one process: the trace (a torch
     *.pt.trace.json, a torch_npu *_ascend_pt folder) and the manifest the
     runtime wrote beside it (in patchkit-manifests/).  Traces found without a
-    manifest are listed too, with what their name and content say.
+    manifest are listed too, with what their name and content say.  A broken
+    capture is a row marked BROKEN, said below the table.
     """
+    from patchkit.traces import places
     from patchkit.traces.captures import search
 
-    caps = search(list(folders))
+    every = flags["all"]
+    caps = search(list(folders), every=every)
     if as_json:
-        click.echo(json.dumps({"captures": [c.to_json() for c in caps]}, indent=2))
+        click.echo(json.dumps({"captures": [c.to_json() for c in caps],
+                               "broken": sum(1 for c in caps if c.problem)}, indent=2))
     else:
         _table(_rows(caps))
-    _problems(caps)
+    more = 0 if folders or every else places.others()
+    if more and not as_json:
+        _say(f"note: {more} other capture folder(s) in $PATCHKIT_HOME/captures are other projects': "
+             "`patchkit traces --all` lists them too")
+    _problems(caps, strict)
 
 
-traces.help = (traces.help or "") + "\n\n" + FOLDERS_HELP
+_with_folders(traces)
 
 
 def collect_on_every_node(address: str, dest: str, folders: Sequence[str], skip_broken: bool) -> None:
@@ -117,8 +142,9 @@ def collect_on_every_node(address: str, dest: str, folders: Sequence[str], skip_
 @click.argument("dest", type=click.Path())
 @click.argument("folders", nargs=-1, metavar="[DIR]...", type=click.Path(file_okay=False))
 @click.option("--skip-broken", is_flag=True, help="collect the other captures when one is cut off or unreadable")
-@ray_option(collect_on_every_node, help=RAY_HELP)
-def collect(dest: str, folders: Sequence[str], skip_broken: bool) -> None:
+@click.option("--all", "all", is_flag=True, help=ALL_HELP)
+@ray_option(collect_on_every_node, refuse=["all"], help=COLLECT_RAY_HELP)
+def collect(dest: str, folders: Sequence[str], skip_broken: bool, **flags: bool) -> None:
     """Copy every capture into DEST, one folder per recipe, laid out for the analysis tools.
 
     \b
@@ -134,11 +160,12 @@ def collect(dest: str, folders: Sequence[str], skip_broken: bool) -> None:
     from patchkit.traces.collect import collect_here
 
     with bar() as progress:
-        result = collect_here(dest, list(folders), skip_broken=skip_broken, progress=progress)
+        result = collect_here(dest, list(folders), skip_broken=skip_broken, progress=progress,
+                              every=flags["all"])
     _report(result)
 
 
-collect.help = (collect.help or "") + "\n\n" + FOLDERS_HELP
+_with_folders(collect)
 
 
 def _report(result) -> None:

@@ -1,36 +1,28 @@
 """The manifest: a small JSON record patchkit writes next to each capture.
 
-When a capture window closes (or a window is cut short at process exit),
-:mod:`patchkit.runtime` calls :func:`record_window`, which writes::
+When a capture window closes (or a window is cut short at process exit), :mod:`patchkit.runtime` calls
+:func:`record_window`, which writes::
 
     <save_path>/patchkit-manifests/<capture name>.json
 
-``<capture name>`` is the trace's own name without its ``.pt.trace.json``
-ending (torch), the ``*_ascend_pt`` folder's name (npu), or
-``<recipe>[.<role>]_<host>_<pid>_steps<first>-<last>`` when the profiler
-writes its report itself (nsys).  The manifests sit in a folder of their
-own, not beside the traces in the same folder, because Holistic Trace
-Analysis reads every ``*.json`` of a trace folder as a trace.
+``<capture name>`` is the trace's own name without its ``.pt.trace.json`` ending (torch), the ``*_ascend_pt``
+folder's name (npu), or ``<recipe>[.<role>]_<host>_<pid>_steps<first>-<last>`` when the profiler writes its report
+itself (nsys). The manifests sit in a folder of their own, not beside the traces in the same folder, because
+Holistic Trace Analysis reads every ``*.json`` of a trace folder as a trace.
 
-The record holds: ``format`` (this module's :data:`FORMAT`; a reader refuses a
-newer one), the recipe, capture key and role, backend, rank, host, pid, the
-steps recorded (patchkit's own step index, as the recipe counts), the window's
-start and end time, whether it was cut short, the traces (names relative to
-the save path, with their sizes), the absolute save path, patchkit's version
-and the settings used.  ``error`` says why a trace was not written whole (a
-full disk, a quota; "" when none), as does that trace's entry: such a trace
-is missing or cut off, so a reader that knows no ``error`` still finds the
-capture broken (``FORMAT`` stays 1).
+The record holds: ``format`` (this module's :data:`FORMAT`; a reader refuses a newer one), the recipe, capture key
+and role, backend, rank, host, pid, the steps recorded (patchkit's own step index, as the recipe counts), the
+window's start and end time, whether it was cut short, the traces (names relative to the save path, with their
+sizes), the absolute save path, patchkit's version and the settings used. ``error`` says why a trace was not written
+whole (a full disk, a quota; "" when none), as does that trace's entry: such a trace is missing or cut off, so a
+reader that knows no ``error`` still finds the capture broken (``FORMAT`` stays 1).
 
-The runtime then appends the save path, once per process, to
-``$PATCHKIT_HOME/captures`` (:func:`note_folder`) so that ``patchkit traces``
-finds captures written from any working directory, and after the recipe is
-reverted.
+The runtime then adds the save path to ``$PATCHKIT_HOME/captures`` (:func:`note_folder`: once, bounded) so that
+``patchkit traces`` finds captures written from any working directory, and after the recipe is reverted.
 
-Standard library only: this runs inside the training process.  Writes are
-atomic (a temporary file in the same folder, then a link that never
-replaces an existing file), into a folder reached without following a link
-another user controls (:func:`write`).
+Standard library only: this runs inside the training process. Writes are atomic (a temporary file in the same
+folder, then a link that never replaces an existing file), into a folder reached without following a link another
+user controls (:func:`write`).
 """
 
 from __future__ import annotations
@@ -78,28 +70,18 @@ def record_window(key: str, backend: str, rank: Any, settings: Mapping[str, Any]
     save_path = os.path.abspath(str(settings.get("save_path") or "."))
     entries = [_trace_entry(save_path, path) for path in traces]
     entries += [_trace_entry(save_path, path, str(why) or "not written whole") for path, why in failed]
-    record = {
-        "format": FORMAT,
-        "kind": KIND,
-        "patchkit": __version__,
-        "recipe": key.partition("/")[0],
-        "key": key,
-        "role": key.partition("/")[2],
-        "backend": backend,
-        "rank": rank,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
+    record = {  # the keys in the order of the module's docstring
+        "format": FORMAT, "kind": KIND, "patchkit": __version__,
+        "recipe": key.partition("/")[0], "key": key, "role": key.partition("/")[2], "backend": backend, "rank": rank,
+        "host": socket.gethostname(), "pid": os.getpid(),
         "steps": {"first": first, "last": last, "count": last - first + 1},
-        "start_time": _iso(started),
-        "end_time": _iso(time.time()),
-        "cut_short": cut_short,
+        "start_time": _iso(started), "end_time": _iso(time.time()), "cut_short": cut_short,
         "error": "; ".join(f"{e['name']}: {e['error']}" for e in entries if e.get("error")),
-        "save_path": save_path,
-        "traces": entries,
+        "save_path": save_path, "traces": entries,
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
     }
     name = capture_name(entries[0]["name"]) if entries else \
-        _safe(f"{key.replace('/', '.')}_{record['host']}_{record['pid']}_steps{first}-{last}")
+        safe_name(f"{key.replace('/', '.')}_{record['host']}_{record['pid']}_steps{first}-{last}")
     return write(os.path.join(save_path, FOLDER), name, record)
 
 
@@ -127,9 +109,10 @@ def write(folder: str, name: str, record: Mapping[str, Any]) -> str:
 
 
 def note_folder(save_path: str) -> None:
-    """Append ``save_path`` to ``$PATCHKIT_HOME/captures`` once per process (one short O_APPEND write), in the
-    state folder as :func:`patchkit.core.private.open_state` opens it (refused: :class:`NotPrivate`); one that is
-    not :func:`one_line` is refused (LedgerError): U+2028 in it would read back as two paths."""
+    """Add ``save_path`` to ``$PATCHKIT_HOME/captures`` once (not again by this process, nor when the index holds
+    it: one short O_APPEND write otherwise), in the state folder as :func:`patchkit.core.private.open_state` opens
+    it (refused: :class:`NotPrivate`); an index that would grow past :data:`INDEX_LIMIT` is written again with its
+    newest half.  One that is not :func:`one_line` is refused (LedgerError): U+2028 would read back as two paths."""
     if save_path in _noted:
         return
     from patchkit.core import private
@@ -140,16 +123,27 @@ def note_folder(save_path: str) -> None:
     if not one_line(save_path):
         raise LedgerError(f"the save path {printable(save_path)} holds a line break or a control character: the "
                           "list of capture folders holds one path a line, so it is left out")
+    line = (os.path.normpath(save_path) + "\n").encode("utf-8", "surrogateescape")
     with private.open_state(create=True) as base:
         try:
-            fd = base.open(INDEX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
+            fd = base.open(INDEX, os.O_RDWR | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
         except Untrusted as exc:
             raise private.refuse(exc.path, exc.why, False) from None
         try:
-            why = private.problem(os.fstat(fd), False)
+            st = os.fstat(fd)
+            why = private.problem(st, False)
             if why is not None:
                 raise private.refuse(base.join(INDEX), why, False)
-            os.write(fd, (save_path + "\n").encode("utf-8", "surrogateescape"))
+            start = max(0, st.st_size - INDEX_LIMIT)  # past the limit (not patchkit's writing): its last lines
+            data = os.pread(fd, INDEX_LIMIT, start)
+            held = [f"{p}\n".encode("utf-8", "surrogateescape")
+                    for p in _lines(data.partition(b"\n")[2] if start else data)]
+            if line not in held and st.st_size + len(line) <= INDEX_LIMIT:  # a folder there already is not again
+                os.write(fd, line)
+            elif line not in held:  # written again, whole: the newest folders that fill half of it, and this one
+                while held and sum(map(len, held)) + len(line) > INDEX_LIMIT // 2:
+                    held.pop(0)
+                private.write(base, INDEX, b"".join(held) + line, "cannot write the list of capture folders")
         finally:
             os.close(fd)
     _noted.add(save_path)
@@ -161,19 +155,23 @@ def one_line(path: str) -> bool:
 
 
 def indexed_folders() -> List[str]:
-    """The save paths the index lists (its lines end at ``"\\n"`` only; one not :func:`one_line` is left out), each
-    once, in the order first written; refused (:class:`~patchkit.core.private.NotPrivate`) as a state file is."""
+    """The save paths the index lists, each once (as :func:`os.path.normpath` writes it), in the order first
+    written; refused (:class:`~patchkit.core.private.NotPrivate`) as a state file is."""
     from patchkit.core import private
 
     base = private.open_state()
     if base is None:
         return []
     with base:
-        data = private.read(base, INDEX, INDEX_LIMIT)
+        return _lines(private.read(base, INDEX, INDEX_LIMIT) or b"")
+
+
+def _lines(data: bytes) -> List[str]:
+    """The index's folders: lines end at ``"\\n"`` only; one not absolute or not :func:`one_line` is left out."""
     seen: Dict[str, None] = {}
-    for line in (raw.decode("utf-8", "surrogateescape") for raw in (data or b"").split(b"\n")):
+    for line in (raw.decode("utf-8", "surrogateescape") for raw in data.split(b"\n")):
         if line.startswith(os.sep) and one_line(line):
-            seen.setdefault(line, None)
+            seen.setdefault(os.path.normpath(line), None)
     return list(seen)
 
 
@@ -198,9 +196,6 @@ def _iso(seconds: Optional[float]) -> Optional[str]:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(seconds)) + f".{int(seconds % 1 * 1000):03d}" + \
         time.strftime("%z", time.localtime(seconds))
-
-
-_safe = safe_name
 
 
 # ---------------------------------------------------------------- reading (patchkit traces / collect)

@@ -6,6 +6,7 @@
 - :mod:`.planning`: ``plan``: a recipe's change, computed, nothing written.
 - :mod:`.transaction`: ``apply`` and ``revert``, all files or none; :mod:`.targetfile`: one target replaced
   only over the bytes planned from; :mod:`.review`: the git checks and ``apply --commit``.
-- :mod:`.ledger` (:mod:`.ledger_format`): the records and backups; :mod:`.status` and :mod:`.unrecorded`:
+- :mod:`.ledger` (:mod:`.ledger_format`): the records and backups; :mod:`.compiled`: the compiled copies apply
+  deletes and revert puts back; :mod:`.status` and :mod:`.unrecorded`:
   what is applied where.
 """

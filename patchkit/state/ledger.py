@@ -4,7 +4,7 @@ State lives under ``$PATCHKIT_HOME`` (default ``$XDG_STATE_HOME/patchkit``,
 i.e. ``~/.local/state/patchkit``)::
 
     ledger.json          one record per patched file
-    backups/<sha256>     the original bytes, named by their hash
+    backups/<sha256>     the original bytes, named by their hash (a file's, and its compiled copies')
     lock                 held (flock) while a command reads and changes state
 
 The order is always: back up, record, then write the target atomically
@@ -61,9 +61,17 @@ class FileRecord:
     original_sha256: str
     patched_sha256: str
     recipes: Dict[str, AppliedRecipe] = field(default_factory=dict)
+    compiled: Optional[dict] = None  # the compiled copies apply deleted (patchkit.state.compiled); None: none
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not data["compiled"]:
+            del data["compiled"]  # a record with none reads as before, to an older patchkit too
+        return data
+
+    def backups(self) -> Set[str]:
+        """The backups this record needs: the original bytes, and its compiled copies'."""
+        return {self.original_sha256} | {c["sha256"] for c in (self.compiled or {}).get("files", [])}
 
     def under(self, root: Optional[str]) -> bool:
         """Whether this is a file under ``root`` (every file when None), compared resolved: the file itself,
@@ -115,7 +123,7 @@ class Ledger:
         return self
 
     def save(self) -> None:
-        data = {"format": ledger_format.FORMAT, "files": {k: asdict(v) for k, v in sorted(self.files.items())}}
+        data = {"format": ledger_format.FORMAT, "files": {k: v.to_json() for k, v in sorted(self.files.items())}}
         if self.pending:
             data["pending"] = self.pending
         with self._folder(create=True) as folder:
@@ -144,7 +152,7 @@ class Ledger:
         """
         if self.pending:
             return
-        wanted = {rec.original_sha256 for rec in self.files.values()}
+        wanted = set().union(*(rec.backups() for rec in self.files.values()))
         gone = [n for n in set(candidates) - wanted if len(n) == 64 and all(c in "0123456789abcdef" for c in n)]
         folder = self._folder(self.backups.name) if gone else None
         if folder is None:
@@ -158,7 +166,8 @@ class Ledger:
         """The backups named by the journal and by ``records`` (as saved in it) and the records in memory."""
         named = {change["old"] for change in (self.pending or {}).get("files", [])}
         named |= {r["original_sha256"] for r in records.values() if r and r.get("original_sha256")}
-        return named | {rec.original_sha256 for rec in self.files.values()}
+        named |= {c["sha256"] for r in records.values() if r for c in (r.get("compiled") or {}).get("files", [])}
+        return named.union(*(rec.backups() for rec in self.files.values()))
 
     def read_backup(self, digest: str) -> Optional[bytes]:
         """The backup's bytes, or None when it is missing or not those bytes; refused when it is not private."""

@@ -96,13 +96,40 @@ def _record(record: Any, where: str) -> None:
     for name in ("original_sha256", "patched_sha256"):
         _hash(record.get(name), f"{where}.{name}")
     extra = set(record) - {"path", "relpath", "root", "distribution", "version", "original_sha256",
-                           "patched_sha256", "recipes"}
+                           "patched_sha256", "recipes", "compiled"}
     if extra:
         raise Bad(where, f"has fields patchkit does not write: {', '.join(sorted(extra))}")
+    if record.get("compiled") is not None:
+        _compiled(record["compiled"], record["path"], f"{where}.compiled")
     recipes = record.get("recipes", {})
     _type(recipes, dict, f"{where}.recipes", "an object")
     for rid, applied in recipes.items():
         _applied(applied, f"{where}.recipes[{rid!r}]")
+
+
+def _compiled(compiled: Any, path: str, where: str) -> None:
+    """The compiled copies of ``path`` a record names: each a ``__pycache__`` file of that source, by its name alone
+    (``STEM.TAG.pyc``), with a backup's hash and the mode and owner to put it back with."""
+    _type(compiled, dict, where, "an object")
+    mtime = compiled.get("mtime_ns")
+    if type(mtime) is not int or mtime < 0:
+        raise Bad(f"{where}.mtime_ns", "must be a time in nanoseconds")
+    _type(compiled.get("files"), list, f"{where}.files", "a list")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    for i, entry in enumerate(compiled["files"]):
+        at = f"{where}.files[{i}]"
+        _type(entry, dict, at, "an object")
+        name = entry.get("name")
+        if not isinstance(name, str) or "/" in name or "\0" in name or not name.startswith(f"{stem}.") \
+                or not name.endswith(".pyc") or name.count(".") < 2 or len(name) > 255:
+            raise Bad(f"{at}.name", f"must be the name of a compiled copy of {stem}.py (STEM.TAG.pyc)")
+        _hash(entry.get("sha256"), f"{at}.sha256")
+        for key, top in (("mode", 0o777), ("uid", 2 ** 32 - 1), ("gid", 2 ** 32 - 1)):
+            if type(entry.get(key)) is not int or not 0 <= entry[key] <= top:
+                raise Bad(f"{at}.{key}", f"must be a number from 0 to {top}")
+        extra = set(entry) - {"name", "sha256", "mode", "uid", "gid"}
+        if extra:
+            raise Bad(at, f"has fields patchkit does not write: {', '.join(sorted(extra))}")
 
 
 def _applied(applied: Any, where: str) -> None:

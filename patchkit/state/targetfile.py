@@ -99,16 +99,27 @@ def read_target(path: Path, limit: int = LIMIT) -> bytes:
     """The bytes of a target file, read as :func:`write_source` will find it: through folders that are no links, a
     plain file, at most ``limit`` bytes read (a sparse file that says it holds gigabytes is refused as it is read).
     FileNotFoundError when it is not there."""
+    return read_with_stat(path, limit)[0]
+
+
+def read_with_stat(path: Path, limit: int = LIMIT) -> tuple:
+    """(bytes, stat) of a file read as :func:`read_target` reads one, the stat taken on the file opened."""
     path = Path(path)
     dfd = folder_of(path)
     try:
         fd = _open_file(dfd, path)
         try:
-            return _read_open(fd, path, limit)
+            return _read_open(fd, path, limit), os.fstat(fd)
         finally:
             os.close(fd)
     finally:
         os.close(dfd)
+
+
+def write_in(dfd: int, name: str, data: bytes, mode: int, uid: int, gid: int) -> None:
+    """``name`` in the folder ``dfd`` replaced by ``data`` as :func:`write_source` replaces a target, with this mode
+    and (where the process may set it) owner."""
+    _replace(dfd, name, data, os.stat_result((mode, 0, 0, 0, uid, gid, 0, 0, 0, 0)))
 
 
 def hold(fd: int, timeout: float, holder: str, where: Optional[Location] = None) -> None:
@@ -171,12 +182,18 @@ def write_source(path: Path, data: bytes, expected: Optional[bytes] = None) -> N
         _replace(dfd, path.name, data, st)
     finally:
         os.close(dfd)
+    for pyc in compiled_copies(path):
+        with contextlib.suppress(OSError):
+            pyc.unlink()
+
+
+def compiled_copies(path: Path) -> list:
+    """The compiled copies of ``path`` (``__pycache__/STEM.*.pyc``) a write deletes: all but those git tracks."""
+    path = Path(path)
     stale = sorted(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
     if stale and gitrepo.work_tree(path) is not None:  # os.path only; git only inside a git work tree
         stale = _untracked(stale)
-    for pyc in stale:
-        with contextlib.suppress(OSError):
-            pyc.unlink()
+    return stale
 
 
 def _untracked(paths) -> list:

@@ -7,7 +7,8 @@ up, records them, and only then writes all files as one transaction
 (:meth:`patchkit.state.ledger.Ledger.commit`).  Revert gives back the exact
 original bytes where a file is as patchkit left it, else takes out only
 the marked lines patchkit writes: a line that ends in the marker but is
-someone's own stays, and its outcome names it.
+someone's own stays, and its outcome names it.  A file back to its original
+bytes gets back the compiled copies apply deleted (:mod:`.compiled`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional
 
-from patchkit.state import gitrepo
+from patchkit.state import compiled, gitrepo
 from patchkit.engine import marks
 from patchkit.core.errors import AnchorError, LedgerError, Location, PatchkitError, TargetError
 from patchkit.core.model import Settings
@@ -106,7 +107,8 @@ def _stage(settings: Settings, p: Plan, f: FilePlan, led: Ledger, writes: Writes
                           "nothing was written", Location(key), "please report this with the target file")
     rec = rec or FileRecord(path=key, relpath=f.relpath, root=str(p.installed.root),
                             distribution=settings.recipe.target.distribution, version=p.installed.shown,
-                            original_sha256=original_sha, patched_sha256="")
+                            original_sha256=original_sha, patched_sha256="",
+                            compiled=compiled.back_up(f.path, led.backup))  # the copies the write deletes
     again = settings.id in rec.recipes or settings.id in marks.applied_ids(f.text)
     rec.patched_sha256 = sha256(new)
     rec.version = p.installed.shown
@@ -142,7 +144,7 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
     from patchkit.state.ledger import Ledger, sha256
 
     ledger = ledger or Ledger()
-    outcomes, writes, before = [], [], {}
+    outcomes, writes, before, copies = [], [], {}, []
     commits: Dict[tuple, dict] = {}  # (work tree, branch) -> what apply --commit made, to take out after the files
     with ledger.locked() as led:
         for key, rec in sorted(led.files.items()):
@@ -158,6 +160,9 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
                     commits.setdefault((info["work_tree"], info["branch"]), info)
             outcome, change = _revert_file(led, rec, gone, force, everything)
             outcomes.append(outcome)
+            if change is not None and rec.compiled and sha256(change[2]) == rec.original_sha256:
+                copies.append((rec.path, rec.original_sha256, rec.compiled, {  # read before the backups may go
+                    c["sha256"]: led.read_backup(c["sha256"]) for c in rec.compiled["files"]}))
             if change is not None:
                 writes.append(change)
                 rec.patched_sha256 = sha256(change[2])
@@ -170,6 +175,7 @@ def revert(recipe_ids: Iterable[str] = (), everything: bool = False, root: Optio
             raise _not_applied(ids, root, outcomes)
         if before or writes:
             led.commit(writes, before)
+        compiled.put_back_where_original(copies)
         if commits:
             outcomes = drop_commits(list(commits.values()), outcomes)
     return outcomes

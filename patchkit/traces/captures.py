@@ -5,14 +5,8 @@ A capture is one closed window of one process: its manifest (see
 manifest (a torch ``*.pt.trace.json[.gz]`` file, a torch_npu ``*_ascend_pt``
 folder), written by an older patchkit or by hand-made profiler code.
 
-Where to look, when no folder is named (:func:`default_folders`):
-
-* the ``profiler.save_path`` of every recipe the ledger says is applied; a
-  relative save path is relative to the training job's working directory,
-  which patchkit cannot know, so it is taken relative to ``cwd`` (the
-  folder ``patchkit traces`` runs in; over Ray, the driver's, on every node);
-* every save path the runtime listed in ``$PATCHKIT_HOME/captures`` when it
-  wrote a manifest: absolute, so found from anywhere and after a revert.
+Where to look when no folder is named is :mod:`patchkit.traces.places`'s: this project's save paths first,
+every folder of ``$PATCHKIT_HOME/captures`` only when asked.
 
 Everything here returns data; nothing prints.
 """
@@ -22,10 +16,11 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from patchkit.core import manifest
 from patchkit.core.confined import leads_out, read_bounded
+from patchkit.traces import places
 from patchkit.traces.files import rank_inside
 from patchkit.core.errors import Location, PatchkitError
 
@@ -94,48 +89,27 @@ class Capture(NamedTuple):
 # ---------------------------------------------------------------- where to look
 
 
-def default_folders(cwd: Optional[str] = None, ledger=None) -> List[Tuple[str, str]]:
-    """(folder, why) for the applied recipes' save paths and the runtime's index; folders that exist only."""
-    cwd = cwd or os.getcwd()
-    out: Dict[str, str] = {}
-    for path, why in _applied_save_paths(ledger):
-        out.setdefault(os.path.normpath(os.path.join(cwd, os.path.expanduser(path))), why)
-    for path in manifest.indexed_folders():
-        out.setdefault(os.path.normpath(path), f"{os.path.join(manifest.home(), manifest.INDEX)}")
-    return [(p, why) for p, why in out.items() if os.path.isdir(p)]
+default_folders = places.default_folders  # where each node looks, over Ray (patchkit.cluster.gather)
 
 
-def _applied_save_paths(ledger=None) -> Iterable[Tuple[str, str]]:
-    from patchkit.state.ledger import Ledger
-    from patchkit.recipe.load import load
-
-    led = ledger or Ledger()
-    seen = set()
-    for rec in led.load().files.values():
-        for rid, applied in sorted(rec.recipes.items()):
-            ident = (rid, tuple(applied.overrides))
-            if ident in seen:
-                continue
-            seen.add(ident)
-            try:
-                s = load(applied.recipe_path or rid, applied.overrides)
-            except PatchkitError:  # the recipe file is gone or changed: its default folder is still worth a look
-                from patchkit.recipe.load import default_save_path
-
-                yield default_save_path(rid), f"recipe {rid} (its file could not be read)"
-                continue
-            yield s.recipe.profiler.save_path, f"recipe {rid}"
-
-
-def search(folders: Sequence[str] = (), cwd: Optional[str] = None) -> List[Capture]:
-    """The captures under ``folders``, or under :func:`default_folders` when none is named; newest first."""
+def search(folders: Sequence[str] = (), cwd: Optional[str] = None, every: bool = False) -> List[Capture]:
+    """The captures under ``folders``; when none is named, this project's (:mod:`patchkit.traces.places`): the
+    applied recipes' save paths, then the current folder's, then, with ``every``, the index's other folders; each
+    group newest first."""
     if folders:
         return find(folders)
-    defaults = default_folders(cwd)
-    if not defaults:
-        raise CaptureError("no folder to look in: no applied recipe has a save path here, and the runtime has "
-                           f"listed none in {os.path.join(manifest.home(), manifest.INDEX)}", None, NO_CAPTURE_HINT)
-    return find([p for p, _why in defaults])
+    spots = places.places(cwd)
+    there = [p for p in spots if (every or p.group != "other") and os.path.isdir(p.folder)]
+    if not there:
+        message, hint = places.nothing_there(spots, every)
+        raise CaptureError(message, None, hint)
+    caps: Dict[str, Capture] = {}
+    for group in places.GROUPS:
+        for cap in find([p.folder for p in there if p.group == group], require=False):
+            caps.setdefault(os.path.realpath(cap.where), cap)
+    if not caps:
+        raise CaptureError(f"no capture under {', '.join(p.folder for p in there)}", None, NO_CAPTURE_HINT)
+    return list(caps.values())
 
 
 # ---------------------------------------------------------------- finding

@@ -93,11 +93,12 @@ class Result(NamedTuple):
 
 
 def collect_here(dest: str, folders: Sequence[str] = (), cwd: Optional[str] = None, chunk: Optional[int] = None,
-                 skip_broken: bool = False, progress: Optional[Progress] = None) -> Result:
-    """The captures under ``folders`` (or the default folders, see :func:`patchkit.traces.captures.search`) into ``dest``."""
+                 skip_broken: bool = False, progress: Optional[Progress] = None, every: bool = False) -> Result:
+    """The captures under ``folders`` (or this project's, every one's with ``every``: see
+    :func:`patchkit.traces.captures.search`) into ``dest``."""
     from patchkit.traces.captures import search
 
-    caps = confine(search(folders, cwd))
+    caps = confine(search(folders, cwd, every))
     return collect(dest, caps, {c.node: Source() for c in caps}, walk_local, chunk, skip_broken, progress)
 
 
