@@ -93,7 +93,7 @@ def spell_scope(scope) -> str:
 def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
     """Write the recipe ID.yaml for the points asked: its target (the package, file and version range where
     TARGET lives, or the script, path/to/train.py::NAME, a job runs as __main__), the schedule and profiler keys
-    with their defaults, and a before/after example made from the real function.  It prints the commands that
+    with their defaults, and a before/after example made from the real function. It prints the commands that
     come next, each as it works from here (with --root where the target needs one): `patchkit test`, `diff`,
     `apply` and `revert`.
 

@@ -57,10 +57,11 @@ COMMANDS: Dict[str, tuple] = {
     "points": ("patchkit.cli.authoring:points_cmd", "The function TARGET names, as an outline: its loops, calls, "
                "blocks and returns, each line numbered as in the file and followed by the recipe point that puts "
                "a line there."),
-    "new": ("patchkit.cli.authoring:new_cmd", "Write the recipe ID.yaml for the points asked: target package, file "
-            "and version range from where TARGET lives, the schedule and profiler keys with their defaults, and a "
-            "before/after example made from the real function, so that `patchkit test ./ID.yaml` passes and "
-            "`patchkit apply ./ID.yaml` works as written."),
+    "new": ("patchkit.cli.authoring:new_cmd", "Write the recipe ID.yaml for the points asked: its target (the "
+            "package, file and version range where TARGET lives, or the script, path/to/train.py::NAME, a job runs "
+            "as __main__), the schedule and profiler keys with their defaults, and a before/after example made from "
+            "the real function. It prints the commands that come next, each as it works from here (with --root "
+            "where the target needs one): `patchkit test`, `diff`, `apply` and `revert`."),
     "attach": ("patchkit.cli.attach:attach_cmd", "Record the next STEPS steps of a running Python job started "
                "without patchkit, then leave it as it was."),
     "detach": ("patchkit.cli.attach:detach_cmd", "Put back the job's own code where `patchkit attach` swapped it "
