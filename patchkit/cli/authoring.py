@@ -89,7 +89,8 @@ def spell_scope(scope) -> str:
 @root_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="the file to write (default: ./ID.yaml)")
 @click.option("--backend", type=BackendChoice(), default=None,
-              help="the recipe's backend (default: npu, or --from's)")
+              help="the recipe's backend (default: --from's, else the one the target's environment has: npu where "
+                   "torch_npu is installed, else torch)")
 def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
     """Write the recipe ID.yaml for the points asked: target package, file and version range from where TARGET
     lives, the schedule and profiler keys with their defaults, and a before/after example made from the real
@@ -108,5 +109,10 @@ def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
         f"({written.ref.relpath}, {written.versions or 'any version'})")
     for line in written.described:
         say(f"  {line}")
+    if not backend and not start_from:  # the backend new picked: said, with why
+        from patchkit.authoring.backendpick import pick
+
+        picked = pick(written.ref)
+        say(f"backend: {picked.backend}, since {picked.why}; --backend B chooses another")
     say(f"check it: patchkit test {written.shown}; preview: patchkit diff {written.shown}"
         + (f" --root {root}" if root else ""))
