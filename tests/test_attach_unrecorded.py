@@ -129,3 +129,31 @@ def test_a_process_the_recipe_leaves_out_records_nothing_and_the_command_fails_s
     assert "error: nothing recorded in any process: no capture started in one\n  hint: the recipe's profiler.ranks " \
         "or profiler.replicas leave every process out" in done.stderr
     left_as_it_was(plain, job, 120)
+
+
+@REAL
+def test_on_every_node_a_backend_that_cannot_record_is_refused_and_a_failed_capture_fails_its_node(tmp_path, jobs):
+    from raycluster import one_node
+
+    site = helpers.site(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    job = Job(tmp_path, site, steps=100000)
+    jobs.append(job)
+    with one_node({"PATCHKIT_HOME": str(tmp_path / "node-home")}) as address:
+        job.wait_steps(10)
+        ray = ["--ray", address, "--match", job.log, helpers.recipe(tmp_path, "logged"), "--root", site]
+        refused = attach(tmp_path, [*ray, "--backend", "npu"])
+        failed = attach(tmp_path, [*ray, f"profiler.save_path={shared}/traces", "--json"])
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"  refused: pid {job.pid}: refused: {NO_TORCH_NPU}; hint: nothing stays changed" in refused.stderr
+    assert f"  pid {job.pid}: refused: {NO_TORCH_NPU}; nothing changed\n" in refused.stderr
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr
+    (node,) = json.loads(failed.stdout)
+    assert node["state"] == "incomplete" and not node["ok"]
+    assert node["message"].startswith(f"pid {job.pid}: nothing recorded: the capture failed (profiler.save_path "
+                                      f"{shared}/traces is refused")
+    assert node["message"].endswith("; fix its cause (the job's stderr says it too) and attach again")
+    final, _ = job.finish()
+    assert all(final["original"].values()) and final["left"] == []
