@@ -121,8 +121,9 @@ PLAIN = textwrap.dedent("""\
             self.done = i
     """)  # pkjob/train.py without torch: the other interpreters here have none (the profiler's start fails)
 
-STAND_IN_TORCH = ('"""A stand-in for torch, for the interpreters here that have none: attach finds a torch to record with, '
-                  'gets in, and the profiler\'s start fails on it (said once); the job runs on with its own code."""\n')
+STAND_IN_TORCH = ('"""A stand-in for torch, for the interpreters here that have none: attach finds a torch to record '
+                  'with, gets in, and the profiler\'s start fails on it (said once); the job runs on with its own '
+                  'code."""\n')
 
 
 def plain(site_dir: Path, stand_in: bool = True) -> None:

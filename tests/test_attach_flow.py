@@ -103,7 +103,8 @@ def test_a_process_that_kept_nothing_of_its_window_did_not_end_well_and_says_wha
     assert flow.unrecorded(status) == (says, todo) and not flow.ended_well(a) and not flow.all_recorded([a])
     from patchkit.cli.attach import process_line
 
-    assert process_line(7, "restored", status) == f"pid 7: {says}; the job's own code is back (the window closed); {todo}"
+    said = process_line(7, "restored", status)
+    assert said == f"pid 7: {says}; the job's own code is back (the window closed); {todo}"
 
 
 def test_nothing_recorded_in_any_process_fails_the_command_and_one_recorded_is_enough():

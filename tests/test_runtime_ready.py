@@ -96,7 +96,8 @@ def test_a_backend_that_needs_nothing_or_is_unknown_is_not_refused(monkeypatch):
     assert ready.unready("anywhere") == "" and ready.unready("no-such-backend") == ""
     assert ready.unready("ghostly").startswith("no_such_profiler_library is not installed")
     assert ready.ordered()[:2] == ["npu", "torch"] and "anywhere" in ready.ordered()
-    monkeypatch.setattr(ready, "library", lambda name, folders=None: "" if name in ("torch_npu", Ghostly.LIBRARY) else "here")
+    monkeypatch.setattr(ready, "library", lambda name, folders=None: "" if name in ("torch_npu", Ghostly.LIBRARY)
+                        else "here")
     refused = ready.refusal("r", {"backend": "ghostly", "contents": ("cpu",)})
     assert refused.endswith("hint: --backend torch (or --backend anywhere) can record here"), refused
 

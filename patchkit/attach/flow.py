@@ -8,9 +8,9 @@ torchrun's, which imports no training module), that did not take the code in tim
 call), or another user's that refused, failed or ended is passed over rather than refused: :func:`passed_over`.
 :func:`ended_well` says whether a process gave the job its own code back with what it recorded kept
 (:func:`unrecorded`: what it failed to record, and what to do; :func:`all_recorded`: the command's verdict, which
-fails it too when no process recorded a step); :func:`note_folders` adds the capture folders to this home's index, so ``patchkit
-traces`` finds them: only those inside the folder root named for the capture (a job's status may name any path).
-A job's text in an error is escaped onto one line.
+fails it too when no process recorded a step); :func:`note_folders` adds the capture folders to this home's index,
+so ``patchkit traces`` finds them: only those inside the folder root named for the capture (a job's status may name
+any path).  A job's text in an error is escaped onto one line.
 """
 
 from __future__ import annotations
