@@ -1,7 +1,8 @@
 """An attach that would record nothing is a failure: a backend that cannot record in the job is refused before
 anything there changes (exit 1, naming the backend that can), and a process whose window ends with nothing recorded
-fails the command (exit 1, its line saying why and what to do).  Real CPU torch jobs started without patchkit, and
-the agent run in this process as a job runs it."""
+fails the command (exit 1, its line saying why and what to do); a job that has what the backend needs is let in.
+Real CPU torch jobs started without patchkit (with the CPU stand-in for torch_npu where one must exist), on this
+machine and on a one-node Ray cluster, and the agent run in this process as a job runs it."""
 
 from __future__ import annotations
 
@@ -157,3 +158,21 @@ def test_on_every_node_a_backend_that_cannot_record_is_refused_and_a_failed_capt
     assert node["message"].endswith("; fix its cause (the job's stderr says it too) and attach again")
     final, _ = job.finish()
     assert all(final["original"].values()) and final["left"] == []
+
+
+@REAL
+def test_a_job_that_imported_torch_npu_with_an_npu_available_is_let_in_and_records_with_the_npu_backend(tmp_path, jobs):
+    site = helpers.site(tmp_path)
+    early = tmp_path / "early"  # the job imports torch_npu (the CPU stand-in) at its start, as an Ascend job does
+    early.mkdir()
+    (early / "sitecustomize.py").write_text("import torch_npu\n")
+    path = os.pathsep.join([str(site), str(early), DOUBLES_DIR])
+    plain, job = unattached_and_attached(jobs, tmp_path, path, 120)
+    done = attach(tmp_path, [job.pid, helpers.recipe(tmp_path, "logged"), "--root", site, "--backend", "npu",
+                             "profiler.contents=[cpu,npu]", "--steps", 2, "--json"])
+    assert done.returncode == 0, done.stderr
+    (status,) = json.loads(done.stdout)
+    (capture,) = status["captures"]
+    assert capture["backend"] == "npu" and capture["recorded"] == [[0, 1]] and capture["traces"], capture
+    assert all("_ascend_pt" in t for t in capture["traces"])
+    left_as_it_was(plain, job, 120)
