@@ -121,6 +121,20 @@ PLAIN = textwrap.dedent("""\
             self.done = i
     """)  # pkjob/train.py without torch: the other interpreters here have none (the profiler's start fails)
 
+STAND_IN_TORCH = ('"""A stand-in for torch, for the interpreters here that have none: attach finds a torch to record '
+                  'with, gets in, and the profiler\'s start fails on it (said once); the job runs on with its own '
+                  'code."""\n')
+
+
+def plain(site_dir: Path, stand_in: bool = True) -> None:
+    """pkjob/train.py without torch (:data:`PLAIN`) in ``site_dir``, with :data:`STAND_IN_TORCH` beside it unless
+    ``stand_in`` is False (a job of this interpreter, whose own torch records)."""
+    (site_dir / "pkjob" / "train.py").write_text(PLAIN)
+    if stand_in:
+        (site_dir / "torch").mkdir(exist_ok=True)
+        (site_dir / "torch" / "__init__.py").write_text(STAND_IN_TORCH)
+
+
 OTHER_VERSIONS = ("3.10", "3.12", "3.13")  # the other CPythons attach is tested on, where a machine has them
 
 

@@ -200,7 +200,7 @@ def test_the_swap_and_its_undo_hold_on_each_other_cpython(tmp_path, version):
     if python is None:
         pytest.skip(f"no Python {version} on this machine (pyenv's, or python{version} on PATH)")
     site = helpers.site(tmp_path)
-    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    helpers.plain(site)
     spec = spec_for(tmp_path, site)  # the window would need torch: its start fails, said once, and the code goes back
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
@@ -223,7 +223,7 @@ def test_traces_are_said_with_the_job_s_own_folder(job, tmp_path, monkeypatch):
 
 def test_the_job_s_own_ctrl_c_during_the_swap_is_given_back_and_nothing_stays_changed(tmp_path):
     site = helpers.site(tmp_path)
-    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    helpers.plain(site)
     spec = dict(spec_for(tmp_path, site), header="raise KeyboardInterrupt\n")
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     child = ("import json, sys, time\nimport pkjob.train as train\nfrom patchkit.attach import agent\n"

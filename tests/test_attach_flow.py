@@ -81,6 +81,45 @@ def test_a_process_without_its_own_code_back_did_not_end_well():
     assert not flow.ended_well(SimpleNamespace(state="restored", status={}))  # not said: not counted as back
 
 
+NO_TORCH_NPU = "could not start the profiler: ModuleNotFoundError: No module named 'torch_npu'"
+
+
+@pytest.mark.parametrize("capture,says,todo", [
+    ({"recorded": [], "traces": [], "error": NO_TORCH_NPU},
+     f"nothing recorded: the capture failed ({NO_TORCH_NPU})",
+     "fix its cause (the job's stderr says it too) (or pick a profiler the job has with --backend) and attach again"),
+    ({"recorded": [[0, 1]], "traces": [], "error": "the profiler failed at step 2: RuntimeError: boom"},
+     "the capture failed after recording steps 0-1 (the profiler failed at step 2: RuntimeError: boom)",
+     "what it recorded may be lost; fix its cause (the job's stderr says it too) and attach again"),
+    ({"recorded": [[0, 2]], "traces": [], "failed": [["/t/x.pt.trace.json", "OSError: no space left"]]},
+     "steps 0-2 recorded, but 1 trace(s) were not written whole (/t/x.pt.trace.json: OSError: no space left)",
+     "nothing of them is kept; make room where profiler.save_path points and attach again"),
+    ({"recorded": [], "traces": []}, "nothing recorded: the window was closed before its first step ended",
+     "attach again, and let the window close by itself after --steps steps"),
+])
+def test_a_process_that_kept_nothing_of_its_window_did_not_end_well_and_says_what_to_do(capture, says, todo):
+    status = {"original_code": True, "why": "the window closed", "captures": [capture]}
+    a = SimpleNamespace(state="restored", status=status, pid=7)
+    assert flow.unrecorded(status) == (says, todo) and not flow.ended_well(a) and not flow.all_recorded([a])
+    from patchkit.cli.attach import process_line
+
+    said = process_line(7, "restored", status)
+    assert said == f"pid 7: {says}; the job's own code is back (the window closed); {todo}"
+
+
+def test_nothing_recorded_in_any_process_fails_the_command_and_one_recorded_is_enough():
+    recorded = SimpleNamespace(state="restored", status={"original_code": True, "captures": [
+        {"recorded": [[0, 1]], "traces": ["/t/a.json"]}]})
+    left_out = SimpleNamespace(state="restored", status={"original_code": True, "captures": []})  # a rank not listed
+    assert flow.unrecorded(left_out.status) is None and flow.ended_well(left_out)
+    assert flow.all_recorded([recorded, left_out]) and flow.all_recorded([recorded])
+    with pytest.raises(AttachError) as exc:
+        flow.all_recorded([left_out, left_out])
+    assert exc.value.message == "nothing recorded in any process: no capture started in one"
+    assert "profiler.ranks or profiler.replicas leave every process out" in exc.value.hint
+    assert not flow.all_recorded([recorded, SimpleNamespace(state="gone", status={})])
+
+
 def test_the_capture_folders_are_noted_in_this_home_s_index(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest, "_noted", set())
     (tmp_path / "t" / "deeper").mkdir(parents=True)

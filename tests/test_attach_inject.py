@@ -125,7 +125,7 @@ def test_gdb_gets_the_code_into_a_running_loop_and_its_own_code_comes_back(tmp_p
     if helpers.gdb_missing() or helpers.ptrace_denied():
         pytest.skip(helpers.gdb_missing() or helpers.ptrace_denied())
     site = helpers.site(tmp_path)
-    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    helpers.plain(site, stand_in=PYTHONS[version] != sys.executable)
     stop = tmp_path / "stop"
     job = subprocess.Popen([PYTHONS[version], "-c", LOOP, str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=dict(os.environ, PYTHONPATH=str(site)))

@@ -233,7 +233,8 @@ def test_each_process_is_said_once_attached_even_when_first_seen_recording_and_a
     assert lines[0] == "pid 7: attached (m:Trainer.fit: 1 function(s)); recording the next 2 step(s) from the next call"
     assert lines[1].startswith("pid 7: note: Trainer.fit is running now and keeps its own code until it returns")
     assert lines[2:4] == ["pid 7: recording",
-                          "pid 7: nothing recorded; the job's own code is back (the window closed)"]
+                          "pid 7: nothing recorded: its capture never started in this process; the job's own code "
+                          "is back (the window closed)"]
     assert lines[4] == "pid 8: passed over: the job has not imported m (yet?): attach when it has" and len(lines) == 5
     Said()(NS(pid=8, state="refused", status={"error": "the job has not imported m"}))
     assert capsys.readouterr().err == "pid 8: refused: the job has not imported m; nothing changed\n"

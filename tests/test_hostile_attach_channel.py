@@ -267,7 +267,7 @@ JOB = textwrap.dedent("""\
                     reason=helpers.gdb_missing() or helpers.ptrace_denied() or f"no {SYSTEM} for the second user")
 def test_root_s_own_job_gets_its_code_back_whatever_her_job_does_to_its_channel(stranger, tmp_path):
     site = helpers.site(stranger.sticky)  # she must read the package her job imports
-    (site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+    helpers.plain(site)
     (stranger.sticky / "job.py").write_text(JOB)
     stop = stranger.sticky / "stop"
     env = {"PATH": os.defpath, "PYTHONPATH": str(site)}

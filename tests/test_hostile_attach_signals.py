@@ -80,7 +80,7 @@ class StrangersJob:
 
     def __init__(self, stranger, python: str):
         self.site = helpers.site(stranger.sticky)
-        (self.site / "pkjob" / "train.py").write_text(helpers.PLAIN)
+        helpers.plain(self.site)
         script, self.log, self.stop = (stranger.sticky / n for n in ("job.py", "job.log", "job.stop"))
         script.write_text(JOB)
         self.proc = subprocess.Popen([python, str(script), str(self.log), str(self.stop)], user=stranger.uid,

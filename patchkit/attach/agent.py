@@ -195,6 +195,11 @@ class Attachment:
         exec(compile(self.spec["header"], "<patchkit attach header>", "exec", dont_inherit=True), space)
         if space.get(RUNTIME) is not runtime:
             raise Refused("the recipe's header did not configure patchkit.runtime")
+        from patchkit.runtime.ready import refusal
+
+        unready = refusal(self.recipe)  # its backend's library and device, asked before anything changes
+        if unready:
+            raise Refused(unready)
         done = self.swaps  # filled as each goes in: a child forked meanwhile (another thread) puts these back
         self.runtime = runtime
         watch_forks()

@@ -6,16 +6,18 @@ each window has closed; a process that refused, failed or did not answer makes e
 before anything is recorded.  With ``--match``, a process that does not run the recipe's code (a launcher such as
 torchrun's, which imports no training module), that did not take the code in time (its main thread blocked in a
 call), or another user's that refused, failed or ended is passed over rather than refused: :func:`passed_over`.
-:func:`ended_well` says whether a process gave the job its own code back; :func:`note_folders` adds the capture
-folders to this home's index, so ``patchkit traces`` finds them: only those inside the folder root named for the
-capture (a job's status may name any path).  A job's text in an error is escaped onto one line.
+:func:`ended_well` says whether a process gave the job its own code back with what it recorded kept
+(:func:`unrecorded`: what it failed to record, and what to do; :func:`all_recorded`: the command's verdict, which
+fails it too when no process recorded a step); :func:`note_folders` adds the capture folders to this home's index,
+so ``patchkit traces`` finds them: only those inside the folder root named for the capture (a job's status may name
+any path).  A job's text in an error is escaped onto one line.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from patchkit.attach.passover import nothing_left
 from patchkit.attach.process import AttachError
@@ -53,8 +55,52 @@ def why_passed(state: str, error: object) -> str:
 
 
 def ended_well(a: Attached) -> bool:
-    """The window closed (or was closed) and every function has its own code back."""
-    return a.state == "restored" and a.status.get("original_code") is True
+    """The window closed (or was closed), every function has its own code back, and what the process recorded was
+    kept (:func:`unrecorded`)."""
+    return a.state == "restored" and a.status.get("original_code") is True and unrecorded(a.status) is None
+
+
+START = "could not start the profiler"  # how the runtime's error begins when a profiler does not start
+
+
+def unrecorded(status: Dict[str, Any]) -> Optional[Tuple[str, str]]:
+    """What a process that gave the job its code back failed to record, and what to do, from its agent's ``status``:
+    its capture failed (a profiler that could not start, ...), a trace was not written whole, or its window was
+    closed before a step ended.  None when it recorded, or when its capture never started there (the recipe's
+    ``profiler.ranks`` leave it out, ...): whether any process recorded is :func:`all_recorded`'s question."""
+    captures = [c for c in status.get("captures") or [] if isinstance(c, dict)]
+    spans = [f"{a}-{b}" if a != b else str(a) for c in captures for a, b in c.get("recorded") or []]
+    errors = [str(c["error"]) for c in captures if c.get("error")]
+    lost = [f for c in captures for f in c.get("failed") or [] if isinstance(f, (list, tuple)) and len(f) == 2]
+    if errors:
+        what = (f"the capture failed after recording steps {', '.join(spans)}" if spans else
+                "nothing recorded: the capture failed") + f" ({'; '.join(errors)})"
+        other = " (or pick a profiler the job has with --backend)" * any(e.startswith(START) for e in errors)
+        return what, ("what it recorded may be lost; " if spans else "") + \
+            f"fix its cause (the job's stderr says it too){other} and attach again"
+    if lost:
+        return (f"steps {', '.join(spans)} recorded, but {len(lost)} trace(s) were not written whole "
+                f"({lost[0][0]}: {lost[0][1]})", "nothing of them is kept; make room where profiler.save_path "
+                "points and attach again")
+    if captures and not spans:
+        return ("nothing recorded: the window was closed before its first step ended",
+                "attach again, and let the window close by itself after --steps steps")
+    return None
+
+
+def all_recorded(attached: List[Attached]) -> bool:
+    """Whether each of ``attached`` gave the job its code back with nothing of what it recorded lost (False: one did
+    not, and its line says why: :func:`unrecorded`).  :class:`AttachError` when each did but none recorded a step:
+    no capture started in one (the recipe's ``profiler.ranks`` or ``profiler.replicas`` leave each out, it refused
+    to start there, or it was detached before its window opened)."""
+    if any(a.state != "restored" or unrecorded(a.status) for a in attached):
+        return False
+    if not any(c.get("recorded") for a in attached for c in a.status.get("captures") or [] if isinstance(c, dict)):
+        raise AttachError("nothing recorded in any process: no capture started in one", None,
+                          "the recipe's profiler.ranks or profiler.replicas leave every process out, or it was "
+                          "detached before its window opened (the job's stderr says why a capture did not start): "
+                          "attach again with settings that take these processes in")
+    return True
 
 
 REMIND = 60.0  # seconds a window may wait for its first call before the caller is told; then twice as long each time

@@ -6,5 +6,6 @@ the engine (it runs the codemod on the real function) and the recipes (it reads 
   found on disk without importing it, with the package, distribution and version a recipe for it names.
 - :mod:`.spec`: a point written on one line, as ``points`` prints it and ``new --point`` reads it.
 - :mod:`.newrecipe`: ``patchkit new``: the points asked, checked, and written as a recipe file, or nothing at all;
-  :mod:`.scaffold`: that file's text; :mod:`.excerpt`: the real function cut out of its file, as its example.
+  :mod:`.scaffold`: that file's text; :mod:`.excerpt`: the real function cut out of its file, as its example;
+  :mod:`.backendpick`: the backend whose profiler the target's environment has, when none is given.
 """

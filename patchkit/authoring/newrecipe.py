@@ -23,6 +23,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from patchkit.core.errors import AnchorError, Location, PatchkitError, RecipeError, TargetError
 from patchkit.core.model import CannotApply, Settings
 from patchkit.core.vocabulary import DEFAULTS, SCHEDULE_KEYS, SETTINGS
+from patchkit.authoring.backendpick import pick
 from patchkit.authoring.scaffold import Draft, render
 from patchkit.authoring.funcref import FunctionRef, read_outline, resolve
 
@@ -159,7 +160,7 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
                        "widening it" if version else
                        f"no versions: {dist} has no version here (no installed metadata, none declared in the tree), "
                        "so any version is patched where every point fits"),
-        files=(files[0],), backend=backend or (base.recipe.backend if base else "npu"),
+        files=(files[0],), backend=backend or (base.recipe.backend if base else pick(first).backend),
         profiler=_profiler(recipe_id, base), schedule=_schedule(base), points=tuple(points),
         notes=base.recipe.notes if base else (), origin=origin, script=script)
     settings = _fits(_load(render(draft)[0], draft, asked), asked)

@@ -27,7 +27,8 @@ def _steps_text(captures) -> str:
     spans = [f"{a}-{b}" if a != b else str(a) for c in captures for a, b in c.get("recorded", [])]
     traces = [t for c in captures for t in c.get("traces", [])]
     errors = [c["error"] for c in captures if c.get("error")]
-    text = f"steps {', '.join(spans)} recorded -> {', '.join(traces) or 'no trace'}" if spans else "nothing recorded"
+    text = f"steps {', '.join(spans)} recorded -> {', '.join(traces) or 'no trace'}" if spans else \
+        "nothing recorded" + (": its capture never started in this process" if not captures else "")
     return text + (f" (error: {'; '.join(errors)})" if errors else "")
 
 
@@ -84,9 +85,11 @@ def process_line(pid: int, state: str, s) -> str:
     elif state == "closing":
         line = f"{head}: detaching: the window closes at the job's next step"
     elif state == "restored":
+        from patchkit.attach.flow import unrecorded
         back = "the job's own code is back" if s.get("original_code") is True else \
             "WARNING: some function does not have its original code back"
-        line = f"{head}: {_steps_text(s.get('captures', []))}; {back} ({s.get('why', '')})"
+        what, todo = unrecorded(s) or (_steps_text(s.get("captures", [])), "")
+        line = f"{head}: {what}; {back} ({s.get('why', '')})" + (f"; {todo}" if todo else "")
     elif state == "refused":
         line = f"{head}: refused: {s.get('error')}; nothing changed"
     elif state == "no answer":
@@ -154,8 +157,8 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
         _finish(s, as_json)
         sys.exit(130)
     _finish(s, as_json)
-    if any(a.state != "restored" for a in s.attached if not flow.passed_over(a, match)):
-        sys.exit(1)
+    if not flow.all_recorded([a for a in s.attached if not flow.passed_over(a, match)]):
+        sys.exit(1)  # each process's line said why
 
 
 def on_every_node(address: str, args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str],

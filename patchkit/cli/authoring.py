@@ -89,7 +89,8 @@ def spell_scope(scope) -> str:
 @root_option
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="the file to write (default: ./ID.yaml)")
 @click.option("--backend", type=BackendChoice(), default=None,
-              help="the recipe's backend (default: npu, or --from's)")
+              help="the recipe's backend (default: --from's, else the one the target's environment has: npu where "
+                   "torch_npu is installed, else torch)")
 def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
     """Write the recipe ID.yaml for the points asked: its target (the package, file and version range where
     TARGET lives, or the script, path/to/train.py::NAME, a job runs as __main__), the schedule and profiler keys
@@ -113,6 +114,11 @@ def new_cmd(recipe_id, point_specs, start_from, root, output, backend) -> None:
     say(f"wrote {written.path}: {count} in {', '.join(names)} ({what})")
     for line in written.described:
         say(f"  {line}")
+    if not backend and not start_from:  # the backend new picked: said, with why
+        from patchkit.authoring.backendpick import pick
+
+        picked = pick(written.ref)
+        say(f"backend: {picked.backend}, since {picked.why}; --backend B chooses another")
     recipe = shlex.quote(written.shown)
     where = f" --root {shlex.quote(written.root)}" if written.root else ""
     say(f"check it: patchkit test {recipe}; preview: patchkit diff {recipe}{where}")

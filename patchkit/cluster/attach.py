@@ -95,7 +95,8 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
         flow.run(s, None, job["timeout"], match)
         well = all(flow.ended_well(a) for a in s.attached if not flow.passed_over(a, match))
         out.update(state=RECORDED if well else INCOMPLETE, message="" if well else "; ".join(
-            f"pid {a.pid}: {a.state}: {a.status.get('error') or a.status.get('why') or 'not restored'}"
+            f"pid {a.pid}: " + ("; ".join(a.state == "restored" and flow.unrecorded(a.status) or ()) or
+                                f"{a.state}: {a.status.get('error') or a.status.get('why') or 'not restored'}")
             for a in s.attached if not flow.passed_over(a, match) and not flow.ended_well(a)))
     except KeyboardInterrupt:  # ray.cancel(force=False): the driver was interrupted
         out.update(state=DETACHED, message="interrupted: each process was asked to put the job's own code back")

@@ -7,8 +7,9 @@ once), :mod:`.ranges` (range and mark points), :mod:`.ondemand` (``schedule.trig
 ``backends/`` (one module per backend, found by walking the folder), each a :mod:`.backend` (what a backend
 is) found by :mod:`.finder`, handed the :mod:`.settings` every backend takes, whose code for a capture is a
 :mod:`.program` run at the moments :mod:`.schedule` says, with a capture's role in its file names
-(:mod:`.roles`).  The record it writes beside each capture is :mod:`patchkit.core.manifest`.  Standard library
-only, until a profiler is created.
+(:mod:`.roles`); whether a backend can record in this process at all (its library, its device) is
+:mod:`.ready`, which ``patchkit attach`` asks before changing anything in a job.  The record it writes
+beside each capture is :mod:`patchkit.core.manifest`.  Standard library only, until a profiler is created.
 
 A patched module does, at import::
 

@@ -69,6 +69,14 @@ class Backend(abc.ABC):
     #: True when every process writes into the one ``save_path`` with its pid in its traces' names (the runtime then
     #: reports only this process's traces as its own).
     PID_IN_TRACE_NAMES: ClassVar[bool] = False
+    #: The top-level module its code imports (``"torch_npu"``): ``patchkit attach`` asks a job whether it can import
+    #: it before changing anything there, and ``patchkit new`` picks the backend whose library the target's
+    #: environment has (:mod:`patchkit.runtime.ready`).  Empty: nothing to ask.
+    LIBRARY: ClassVar[str] = ""
+    #: The devices it records on (``"cuda"``, ``"npu"``), one of which the job must be using; empty: none needed.
+    DEVICES: ClassVar[Tuple[str, ...]] = ()
+    #: The item of ``profiler.contents`` that needs one of :attr:`DEVICES` (``"npu"``); empty: they are always needed.
+    DEVICE_CONTENT: ClassVar[str] = ""
 
     @abc.abstractmethod
     def probe(self) -> Dict[str, Any]:

@@ -32,6 +32,7 @@ class Memory(Backend):
     PROFILER = "the allocator history"
     UNUSED = ("level", "contents", "export_type", "analysis", "mstx") + NPU_ONLY
     PID_IN_TRACE_NAMES = True
+    LIBRARY, DEVICES = "torch", ("cuda", "npu")
 
     def probe(self) -> Dict[str, Any]:
         import torch

@@ -63,6 +63,7 @@ class Npu(Backend):
     STATIC_FEATURES = STATIC_FEATURES
     PROFILER = P
     PID_IN_TRACE_NAMES = True
+    LIBRARY, DEVICES, DEVICE_CONTENT = "torch_npu", ("npu",), "npu"  # cpu alone needs no NPU
 
     def probe(self) -> Dict[str, Any]:
         import torch_npu  # noqa: F401

@@ -18,6 +18,7 @@ from patchkit.runtime.backend import Backend, Plan
 
 class Nsys(Backend):
     PROFILER = "nsys"
+    LIBRARY, DEVICES = "torch", ("cuda",)
     UNUSED = ("save_path", "level", "contents", "export_type", "analysis", "mstx") + NPU_ONLY
 
     def probe(self) -> Dict[str, Any]:

@@ -37,6 +37,7 @@ class Torch(Backend):
     PROFILER = "torch.profiler"
     UNUSED = ("level", "export_type", "analysis", "mstx") + NPU_ONLY
     PID_IN_TRACE_NAMES = True
+    LIBRARY = "torch"  # CUDA is added only where there is one
 
     def probe(self) -> Dict[str, Any]:
         import torch  # noqa: F401  (the real torch; absolute import)
