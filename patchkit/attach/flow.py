@@ -147,6 +147,32 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
             on_waiting(waiting, waited)
 
 
+def through(s: Session, on_change: Optional[Callable[[Attached], None]] = None, timeout: float = 60,
+            match: Optional[str] = None, on_waiting: Optional[Callable[[List[Attached], float], None]] = None,
+            on_interrupt: Optional[Callable[[bool], None]] = None) -> bool:
+    """One attach from the first injection to the end, as the command line and each node of ``--ray`` run it:
+    :func:`run`; on KeyboardInterrupt (Ctrl-C, SIGTERM as the command line turns it, Ray's cancel on a node)
+    every process is asked out and waited for, ``on_interrupt(False)`` told first, ``on_interrupt(True)`` when a
+    second interrupt stops the wait (each job then restores at its next step by itself).  Whatever happened, the
+    request folders go (:meth:`Session.close`: what the bounds left, in ``s.left``) and the captures are indexed
+    (:func:`note_folders`).  True when interrupted; a refusal is raised as :func:`run` raises it."""
+    try:
+        run(s, on_change, timeout, match, on_waiting)
+        return False
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt(False)
+        try:
+            s.detach(on_change, timeout=max(timeout, 30))
+        except KeyboardInterrupt:
+            if on_interrupt is not None:
+                on_interrupt(True)
+        return True
+    finally:
+        s.close()
+        note_folders(s)
+
+
 LET_GO = 30.0  # seconds another user's process still in is given to come out, once this user's own are done
 
 

@@ -39,6 +39,7 @@ class Attached:
         self.spec: Dict[str, Any] = spec or {}  # the request planned for it (each job's own files)
         self.status: Dict[str, Any] = {}
         self.state = "queued"
+        self.closed = False  # its request folder and record removed (Session.close)
         self.save_folder = ""  # the capture's folder, as this user named it (the recipe's save path), at injection
 
     @property
@@ -56,6 +57,7 @@ class Session:
         self.pids, self.recipe, self.overrides, self.backend = list(pids), recipe, list(overrides), backend
         self.root, self.versions, self.steps = root, versions, steps
         self.attached: List[Attached] = []
+        self.left: List[str] = []  # what close() could not remove, one line each
         self.spec: Dict[str, Any] = {}
 
     passed: Sequence[Passed] = ()  # the processes prepare() passed over (--match), each with why
@@ -206,12 +208,11 @@ class Session:
     def close(self) -> List[str]:
         """Remove the request folders and records (an agent still in sees its channel go, and restores); never
         raises.  One line for each folder the bounds left behind (:func:`patchkit.attach.sweep.remove`), also
-        kept in ``self.left``."""
-        self.left = []
+        kept in ``self.left``; a second call removes nothing again."""
         for a in self.attached:
-            if a.folder is None:
+            if a.folder is None or getattr(a, "closed", False):
                 continue
-            left = payload.remove(a.folder)
+            left, a.closed = payload.remove(a.folder), True
             if left:
                 self.left.append(f"pid {a.pid}: {left}")
             try:

@@ -145,15 +145,7 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
         say(f"note: {printable(s.spec['version_note'])}")
     _interrupts_as_keyboard()
     gdbrun.tell_with(say)  # the line that says an interrupt waits for gdb to leave a job
-    said = Said(match)
-    try:
-        flow.run(s, said, timeout, match, on_waiting=still_waiting)
-    except KeyboardInterrupt:
-        say("interrupted: putting the job's own code back (a window in progress closes at its next step)")
-        try:
-            s.detach(said, timeout=max(timeout, 30))
-        except KeyboardInterrupt:
-            say("interrupted again: each job puts its own code back at its next step by itself")
+    if flow.through(s, Said(match), timeout, match, still_waiting, _interrupted):
         _finish(s, as_json)
         sys.exit(130)
     _finish(s, as_json)
@@ -232,12 +224,14 @@ def _said_node(r) -> None:
         say(printable(f"{r.node}  {line}"))
 
 
-def _finish(s, as_json: bool) -> None:
-    from patchkit.attach.flow import note_folders
+def _interrupted(again: bool) -> None:
+    say("interrupted again: each job puts its own code back at its next step by itself" if again else
+        "interrupted: putting the job's own code back (a window in progress closes at its next step)")
 
-    for line in s.close() or []:
+
+def _finish(s, as_json: bool) -> None:
+    for line in s.left:  # a request folder the bounds left behind
         say(printable(line))
-    note_folders(s)
     if as_json:
         keep = ("state", "attached_at", "why", "captures", "error", "targets", "original_code", "steps", "running")
         click.echo(json.dumps([dict({k: a.status.get(k) for k in keep}, pid=a.pid, state=a.state) for a in s.attached]

@@ -92,19 +92,19 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
         s = Session([p.pid for p in found], job["recipe"], job["overrides"], job["backend"], job["root"],
                     tuple(job["versions"]), job["steps"])
         s.prepare(pass_over=True)  # a process a check of its own refuses is passed over, as on one machine
-        flow.run(s, None, job["timeout"], match)
-        well = all(flow.ended_well(a) for a in s.attached if not flow.passed_over(a, match))
-        out.update(state=RECORDED if well else INCOMPLETE, message="" if well else "; ".join(
-            f"pid {a.pid}: " + ("; ".join(a.state == "restored" and flow.unrecorded(a.status) or ()) or
-                                f"{a.state}: {a.status.get('error') or a.status.get('why') or 'not restored'}")
-            for a in s.attached if not flow.passed_over(a, match) and not flow.ended_well(a)))
-    except KeyboardInterrupt:  # ray.cancel(force=False): the driver was interrupted
-        out.update(state=DETACHED, message="interrupted: each process was asked to put the job's own code back")
-        if s is not None and s.attached:
-            try:
-                s.detach(None, timeout=max(job["timeout"], 30))
-            except KeyboardInterrupt:
-                out["message"] += " (not waited for: each job restores at its next step)"
+
+        def interrupted(again: bool) -> None:  # ray.cancel(force=False): the driver was interrupted
+            out.update(state=DETACHED, message="interrupted: each process was asked to put the job's own code back"
+                       + (" (not waited for: each job restores at its next step)" if again else ""))
+
+        if not flow.through(s, None, job["timeout"], match, on_interrupt=interrupted):
+            well = all(flow.ended_well(a) for a in s.attached if not flow.passed_over(a, match))
+            out.update(state=RECORDED if well else INCOMPLETE, message="" if well else "; ".join(
+                f"pid {a.pid}: " + ("; ".join(a.state == "restored" and flow.unrecorded(a.status) or ()) or
+                                    f"{a.state}: {a.status.get('error') or a.status.get('why') or 'not restored'}")
+                for a in s.attached if not flow.passed_over(a, match) and not flow.ended_well(a)))
+    except KeyboardInterrupt:  # while the processes were checked: none is in yet
+        out.update(state=DETACHED, message="interrupted before any process was attached: nothing changed")
     except PatchkitError as exc:
         everyone_skipped = isinstance(exc, PassedOver)
         out.update(state=NOTHING_TO_ATTACH if everyone_skipped else REFUSED,
@@ -114,9 +114,8 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
         out.update(state=FAILED, message=f"{type(exc).__name__}: {exc}")
     finally:
         if s is not None:
-            left = s.close() or []  # a request folder the bounds left behind: said with the node's answer
-            out["message"] = "; ".join([m for m in [out["message"], *left] if m])
-            flow.note_folders(s)
+            s.close()  # flow.through closed it already, unless a check failed first: a second close removes nothing
+            out["message"] = "; ".join([m for m in [out["message"], *s.left] if m])  # what the bounds left behind
             if s.attached or s.passed:
                 out["processes"] = [_process(a, match) for a in s.attached] + [p.as_json() for p in s.passed]
     return out
