@@ -201,3 +201,167 @@ def test_a_planted_link_or_fifo_is_never_read(tmp_path):
     reader.join(30)
     assert said and re.fullmatch(r"is not a regular file \(.*\): never read", said[0])
     assert wholejson.cut_at(str(tmp_path / "gone.json")) == "is missing"
+
+
+# ---------------------------------------------------------------- in the job, as each mode runs it
+
+# torch's export, as it behaves on a node where CUPTI reports an error (the "ERROR" list after the events), or cut
+# short inside a string: put in the job before anything else runs
+EXPORT = '''
+import sys
+import torch.profiler
+_export = torch.profiler.profile.export_chrome_trace
+def _export_as_torch_did(self, path, *args, **kwargs):
+    _export(self, path, *args, **kwargs)
+    with open(path, "rb") as f:
+        data = f.read()
+    close = data.rindex(b"\\n  ],") + len(b"\\n  ],")
+    data = data[:close] + ERROR + data[close:] if HOW == "error" else data[:data.rindex(b'"name": "') + 12]
+    with open(path, "wb") as f:
+        f.write(data)
+torch.profiler.profile.export_chrome_trace = _export_as_torch_did
+'''
+
+APPLIED = '''
+import patchkit.runtime as rt
+rt.configure("k", backend="torch", contents=("cpu",), save_path=sys.argv[1], wait=1, warmup=0, active=2, repeat=1)
+x = torch.ones(8, 8)
+for _ in range(4):
+    x = (x @ x).tanh()
+    rt.step("k")
+print("job finished")
+'''
+
+RUN = '''
+from patchkit.demo import train
+train.main(["--updates", "4"])
+print("job finished")
+'''
+
+
+def _job(how: str, body: str) -> str:
+    return EXPORT.replace("ERROR", repr(ERROR)).replace("HOW", repr(how)) + body
+
+
+@pytest.mark.parametrize("mode", ["apply", "run"])
+@pytest.mark.parametrize("how", ["error", "cut"])
+def test_in_the_job_a_trace_with_an_error_key_is_kept_and_one_cut_short_refused(tmp_path, patchkit_home, mode, how):
+    """``apply``'s inserted code and ``patchkit run``'s hook reach the same runtime (so do ``capture`` and
+    ``attach``): the torch backend's on_trace_ready judges the trace there, then the runtime, then the listing."""
+    pytest.importorskip("torch")
+    import shutil
+
+    from patchkit.demo import SAMPLE
+
+    out = tmp_path / "traces"
+    env = dict(os.environ, PYTHONPATH=REPO, PATCHKIT_HOME=str(patchkit_home))
+    env.pop("PATCHKIT_RUN", None)
+    if mode == "apply":
+        command = [sys.executable, "-c", _job(how, APPLIED), str(out)]
+    else:
+        site = tmp_path / "site"
+        shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
+        env["PYTHONPATH"] = os.pathsep.join([str(site), REPO])
+        command = [sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(site), "backend=torch",
+                   "schedule.wait=1", "schedule.warmup=0", "schedule.active=2", f"profiler.save_path={out}", "--",
+                   sys.executable, "-c", _job(how, RUN)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0 and "job finished" in done.stdout, done.stderr[-3000:]
+    said = [ln for ln in done.stderr.splitlines() if ln.startswith("[patchkit]")]
+    traces = sorted(out.glob("*.pt.trace.json"))
+    if how == "error":
+        [trace] = traces
+        assert json.loads(trace.read_bytes())["ERROR"] and not any("capture failed" in ln for ln in said), said
+        [cap] = json.loads(cli("traces", out, "--json").stdout)["captures"]
+        assert cap["broken"] is False and [t["path"] for t in cap["traces"]] == [str(trace)]
+    else:
+        assert traces == [] and not list(out.glob("*.part*")), said
+        [failed] = [ln for ln in said if "capture failed" in ln]
+        assert re.search(r"was not written whole: OSError: torch wrote only part of it: it ends after \d+ bytes "
+                         r"inside a string opened at byte \d+; its manifest says so", failed), failed
+        [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+        assert cap["broken"] is True and "inside a string opened at byte" in cap["problem"]
+
+
+LONG = '''
+from patchkit.demo import train
+train.main(["--updates", "20000"])
+'''
+
+
+@pytest.mark.parametrize("how", ["error", "cut"])
+def test_a_capture_asked_of_a_running_job_keeps_a_trace_with_an_error_key_and_refuses_one_cut_short(
+        tmp_path, patchkit_home, how):
+    pytest.importorskip("torch")
+    import shutil
+    import signal
+    import time
+
+    from patchkit.demo import SAMPLE
+    from patchkit.runtime import requests
+
+    site, out = tmp_path / "site", tmp_path / "traces"
+    shutil.copytree(SAMPLE, site, ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), REPO]), PATCHKIT_HOME=str(patchkit_home),
+               PATCHKIT_POLL="0.1")
+    env.pop("PATCHKIT_RUN", None)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "patchkit", "run", "verl-fsdp-update", "--root", str(site), "backend=torch",
+         "schedule.trigger=manual", f"profiler.save_path={out}", "--", sys.executable, "-c", _job(how, LONG)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.time() + 120
+        while not requests.registered("verl-fsdp-update") and time.time() < deadline and job.poll() is None:
+            time.sleep(0.2)
+        asked = subprocess.run([sys.executable, "-m", "patchkit", "capture", "verl-fsdp-update", "--steps", "2"],
+                               capture_output=True, text=True, env=env, timeout=120)
+        assert job.poll() is None  # the job runs on
+    finally:
+        job.send_signal(signal.SIGTERM)
+        job.communicate(timeout=60)
+    if how == "error":
+        assert asked.returncode == 0, asked.stderr
+        [trace] = sorted(out.glob("*.pt.trace.json"))
+        assert json.loads(trace.read_bytes())["ERROR"] and asked.stdout.strip().endswith(f" -> {trace}")
+        [cap] = json.loads(cli("traces", out, "--json").stdout)["captures"]
+        assert cap["broken"] is False
+    else:
+        assert asked.returncode == 1 and list(out.glob("*.pt.trace.json")) == [], asked.stderr
+        assert re.search(r"torch wrote only part of it: it ends after \d+ bytes inside a string", asked.stderr +
+                         asked.stdout), asked.stderr
+        [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+        assert cap["broken"] is True and "inside a string opened at byte" in cap["problem"]
+
+
+@pytest.mark.parametrize("how", ["error", "cut"])
+def test_attach_keeps_a_trace_with_an_error_key_and_refuses_one_cut_short(tmp_path, patchkit_home, how):
+    """The job (tests/attach_job.py, started without patchkit) gets torch's export as EXPORT has it through its own
+    sitecustomize; attach records two steps."""
+    pytest.importorskip("torch")
+    import attach_helpers as helpers
+
+    refused = helpers.gdb_missing() or helpers.ptrace_denied()
+    if refused:
+        pytest.skip(refused)
+    site = helpers.site(tmp_path)
+    (site / "sitecustomize.py").write_text(_job(how, ""))
+    job = helpers.Job(tmp_path, site, steps=400)
+    try:
+        job.wait_steps(10)
+        done = helpers.attach(tmp_path, [job.pid, helpers.recipe(tmp_path, "logged"), "--root", site, "--steps", 2,
+                                         "--json"], env={"PATCHKIT_HOME": str(patchkit_home)})
+    finally:
+        job.kill()
+    out = tmp_path / "traces"
+    [status] = json.loads(done.stdout)
+    traces = sorted(out.glob("*.pt.trace.json"))
+    if how == "error":
+        assert done.returncode == 0, done.stderr
+        [trace] = traces
+        assert json.loads(trace.read_bytes())["ERROR"] and status["captures"][0]["traces"] == [str(trace)]
+        [cap] = json.loads(cli("traces", out, "--json").stdout)["captures"]
+        assert cap["broken"] is False
+    else:
+        assert traces == [] and "torch wrote only part of it: it ends after " in json.dumps(status), status
+        [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+        assert cap["broken"] is True and "inside a string opened at byte" in cap["problem"]
