@@ -107,8 +107,8 @@ def test_a_step_a_path_falls_through_keeps_its_end(tmp_path):
 
 
 def test_where_no_decorator_goes_either_the_end_says_why():
-    source = "class A:\n    def rows(self, xs):\n        for x in xs:\n            yield x\n        with self.lock():\n" \
-             "            return None\n"
+    source = "class A:\n    def rows(self, xs):\n        for x in xs:\n            yield x\n" \
+             "        with self.lock():\n            return None\n"
     note = next(e for e in outline(source, "A.rows").entries if e.kind == "end").note
     assert note.startswith("no method_end: A.rows ends with a return at line 6")
     assert "; no on_exit either: A.rows is a generator (yield at line 4)" in note
