@@ -119,6 +119,9 @@ def _breaks_in(node: cst.CSTNode) -> Iterator[cst.Break]:
     elif isinstance(node, (cst.SimpleStatementLine, cst.BaseSuite)):
         yield from _own_breaks(node)
     elif isinstance(node, (cst.Try, cst.TryStar)):
+        if node.finalbody is not None and leaving(node.finalbody.body, _ALL):  # it overrides any break before it
+            yield from _own_breaks(node.finalbody.body)
+            return
         yield from _own_breaks(node.body)
         for handler in node.handlers:
             yield from _own_breaks(handler.body)
