@@ -8,8 +8,7 @@ A list of statements ends its paths when one of its statements does:
 - a ``return`` or ``raise`` (and, in a loop's body, a ``break`` or
   ``continue`` of that loop: the ``words`` asked for);
 - an ``if`` whose every branch ends its paths, an ``else`` included;
-- a ``with`` whose body does (a context manager that swallows the exception
-  of a ``raise`` is not known to the code: the raise counts);
+- a ``with`` whose body does (see below);
 - a ``try`` whose ``finally`` does, or whose body (else its ``else``) and
   every handler do;
 - a ``match`` whose every case does, one of them matching anything
@@ -18,10 +17,14 @@ A list of statements ends its paths when one of its statements does:
   and a loop whose ``else`` ends its paths when no ``break`` of its own
   skips that ``else``.
 
-Anything else may fall through: a ``for`` may not run at all, and a call is
-not known never to return (``sys.exit()`` counts as a call).  The answer
-leans to "reached", so a refusal built on it never refuses a place a path
-reaches.
+A ``break`` counts where a path reaches it, and not inside a ``try`` whose
+``finally`` always leaves (the ``finally`` wins).  Anything else may fall
+through: a ``for`` may not run at all, and a call is not known never to
+return (``sys.exit()`` counts as a call).  So the answer is CPython's own
+(its compiler drops the code no path reaches; the tests hold the two
+together), but for one choice: the end after a ``with`` whose block always
+leaves is never reached, though a context manager that swallows an
+exception raised in the block would carry on past it.
 """
 
 from __future__ import annotations
