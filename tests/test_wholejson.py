@@ -216,7 +216,9 @@ def _export_as_torch_did(self, path, *args, **kwargs):
     with open(path, "rb") as f:
         data = f.read()
     close = data.rindex(b"\\n  ],") + len(b"\\n  ],")
-    data = data[:close] + ERROR + data[close:] if HOW == "error" else data[:data.rindex(b'"name": "') + 12]
+    cut = {"cut": data.rindex(b'"name": "') + 12, "cut-list": data.rindex(b"},") + 2,
+           "cut-brace": len(data.rstrip()) - 1}.get(HOW)
+    data = data[:close] + ERROR + data[close:] if HOW == "error" else data[:cut]
     with open(path, "wb") as f:
         f.write(data)
 torch.profiler.profile.export_chrome_trace = _export_as_torch_did
@@ -243,8 +245,15 @@ def _job(how: str, body: str) -> str:
     return EXPORT.replace("ERROR", repr(ERROR)).replace("HOW", repr(how)) + body
 
 
+# what the reason says of each cut: in a string, between two events of the list, before the brace of the whole
+FOUND = {"cut": r"inside a string opened at byte \d+",
+         "cut-list": r"inside a list (opened at byte \d+|or an object opened before the last 64 KiB)",
+         "cut-brace": r"(before the brace that closes its top-level object \(opened at byte 1\)|inside an object "
+                      r"opened before the last 64 KiB)"}
+
+
 @pytest.mark.parametrize("mode", ["apply", "run"])
-@pytest.mark.parametrize("how", ["error", "cut"])
+@pytest.mark.parametrize("how", ["error", "cut", "cut-list", "cut-brace"])
 def test_in_the_job_a_trace_with_an_error_key_is_kept_and_one_cut_short_refused(tmp_path, patchkit_home, mode, how):
     """``apply``'s inserted code and ``patchkit run``'s hook reach the same runtime (so do ``capture`` and
     ``attach``): the torch backend's on_trace_ready judges the trace there, then the runtime, then the listing."""
@@ -278,9 +287,9 @@ def test_in_the_job_a_trace_with_an_error_key_is_kept_and_one_cut_short_refused(
         assert traces == [] and not list(out.glob("*.part*")), said
         [failed] = [ln for ln in said if "capture failed" in ln]
         assert re.search(r"was not written whole: OSError: torch wrote only part of it: it ends after \d+ bytes "
-                         r"inside a string opened at byte \d+; its manifest says so", failed), failed
+                         + FOUND[how] + "; its manifest says so", failed), failed
         [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
-        assert cap["broken"] is True and "inside a string opened at byte" in cap["problem"]
+        assert cap["broken"] is True and re.search(FOUND[how], cap["problem"]), cap["problem"]
 
 
 LONG = '''
