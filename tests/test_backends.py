@@ -149,28 +149,45 @@ def test_torch_render_with_role_names_the_file():
 
 
 class Export:
-    """A torch profiler's export_chrome_trace as it behaves when the disk fills: torch itself reports nothing."""
+    """A torch profiler's export_chrome_trace as kineto writes its file, and as it behaves when the disk fills: torch
+    itself reports nothing.  ``how``: whole, the keys kineto adds after the events (an "ERROR" list when CUPTI reports
+    a problem; one no torch writes yet), or the write stopped at a point of the JSON."""
 
-    WHOLE = b'{"traceEvents": [\n  {"ph": "X", "args": {"Input Dims": [[4, 4]]}}\n  ],"traceName": "%s" }'
+    EVENTS = b' {\n  "schemaVersion": 1,\n  "traceEvents": [\n  {\n    "ph": "X", "name": "aten::mm",\n' \
+             b'    "args": {\n      "Input Dims": [[4, 4], [4, 4]]\n    }\n  }\n  ],'
+    KEYS = {"whole": b"",
+            "error": b'\n      "ERROR": ["CUPTI call cuptiGetDeviceCount failed with code 35 (gpuGetDeviceCount)"],',
+            "unknown": b'\n      "futureKey": {"list": [1, {"a": "]}"}], "n": null},'}
+    CUTS = {"stopped": (b"", 45), "mid-string": (b"", 60), "mid-list": (b"", 122),
+            "before-the-brace": (b"", -2), "after-the-events": (b"", len(EVENTS))}
 
     def __init__(self, how):
         self.how = how
 
     def export_chrome_trace(self, path):
-        data = self.WHOLE % path.encode()
+        keys, at = self.CUTS.get(self.how, (self.KEYS.get(self.how, b""), None))
+        data = self.EVENTS + keys + b'"traceName": "%s" }' % path.encode()
         if self.how == "raises":
             raise OSError(27, "File too large")
         if self.how == "stopped":  # kineto saw the stream fail: it leaves its temporary file and says nothing
-            Path(path + ".tmp").write_bytes(data[:40])
+            Path(path + ".tmp").write_bytes(data[:at])
             return
-        Path(path).write_bytes(data if self.how == "whole" else data[: data.index(b"}") + 1])  # ends on a "}"
+        Path(path).write_bytes(data[:at])
 
 
-@pytest.mark.parametrize("how, why", [("whole", None), ("stopped", "OSError: torch stopped writing it"),
-                                      ("cut", "OSError: torch wrote only part of it"),
-                                      ("raises", "OSError: [Errno 27] File too large")])
+@pytest.mark.parametrize("how, why", [
+    ("whole", None), ("error", None), ("unknown", None),
+    ("stopped", "OSError: torch did not finish it: its temporary file ends after 45 bytes inside a list opened at "
+                "byte 42"),
+    ("mid-string", "OSError: torch wrote only part of it: it ends after 60 bytes inside a string opened at byte 58"),
+    ("mid-list", "OSError: torch wrote only part of it: it ends after 122 bytes inside a list opened at byte 118"),
+    ("before-the-brace", "OSError: torch wrote only part of it: it ends after "),
+    ("after-the-events", "OSError: torch wrote only part of it: it ends after 148 bytes before the brace that "
+                         "closes its top-level object (opened at byte 1)"),
+    ("raises", "OSError: [Errno 27] File too large")])
 def test_torch_trace_gets_its_name_only_when_written_whole(tmp_path, how, why):
-    """The torch backend's on_trace_ready, run as the runtime runs it: a trace cut short never gets its name."""
+    """The torch backend's on_trace_ready, run as the runtime runs it: a trace is whole by its JSON's structure,
+    whatever keys torch added; one cut short never gets its name, and the reason says what was found."""
     pytest.importorskip("torch")
     out = tmp_path / "out"
     prog = backends.build(settings(save_path=str(out)), "r/ref")
@@ -180,13 +197,16 @@ def test_torch_trace_gets_its_name_only_when_written_whole(tmp_path, how, why):
     if why is None:
         [trace] = os.listdir(out)
         assert trace.startswith(f"{os.uname().nodename}_{os.getpid()}_ref.") and trace.endswith(".pt.trace.json")
-        assert failed == [] and (out / trace).read_bytes() == Export.WHOLE % f"{out / trace}.part".encode()
+        data = json.loads((out / trace).read_bytes())
+        assert failed == [] and data["traceName"] == f"{out / trace}.part" and len(data["traceEvents"]) == 1
+        assert ("ERROR" in data) == (how == "error") and ("futureKey" in data) == (how == "unknown")
     else:
         assert os.listdir(out) == []  # nothing under the trace's name, no temporary file left
         [(trace, said)] = failed
         assert said.startswith(why) and os.path.dirname(trace) == str(out) and trace.endswith(".pt.trace.json")
-        if how != "raises":
-            assert "the disk is full, or a quota or file size limit was hit" in said
+        assert "disk" not in said  # what was found, not a guess at the cause
+        if how == "before-the-brace":
+            assert said.endswith("bytes before the brace that closes its top-level object (opened at byte 1)")
     assert prog.failed_traces() == []  # each failure is handed over once
 
 

@@ -194,7 +194,8 @@ def test_the_manifest_module_imports_only_the_standard_library():
     code = ("import sys; before = set(sys.modules); import patchkit.core.manifest; "
             "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] not in sys.stdlib_module_names))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "['patchkit', 'patchkit.core', 'patchkit.core.confined', 'patchkit.core.manifest']"
+    assert done.stdout.strip() == "['patchkit', 'patchkit.core', 'patchkit.core.confined', 'patchkit.core.manifest', " \
+                                  "'patchkit.core.wholejson']"
 
 
 def test_one_reader_tells_foreign_json_from_a_broken_manifest(tmp_path):

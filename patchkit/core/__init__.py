@@ -11,5 +11,6 @@
 - :mod:`.folders`: ``reach``'s walk with the state folder's rules: nothing another user controls on the way.
 - :mod:`.printable`: text from others' files, escaped for the terminal.
 - :mod:`.manifest`: the record the runtime writes beside each capture, read by everything after it.
+- :mod:`.wholejson`: a JSON file (a trace) whole or cut short, by its structure, and where it stops.
 - :mod:`.progress`: how long work says how far it got (bytes copied, nodes answered), for the command line to show.
 """

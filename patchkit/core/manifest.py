@@ -34,6 +34,7 @@ import socket
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from patchkit.core import wholejson
 from patchkit.core.confined import Refused, open_bounded, open_regular, read_bounded, safe_name
 
 FORMAT = 1  # bump when a reader of format 1 would misread a new manifest
@@ -286,17 +287,13 @@ def check_trace(path: str, recorded_size: Optional[int] = None) -> str:
         size = os.fstat(handle.fileno()).st_size
         if recorded_size is not None and size != recorded_size:
             return f"is {size} bytes, {recorded_size} when it was written: cut off or changed since"
-        if path.endswith(".json") and _cut_short(handle, size):
-            return "ends in the middle of its JSON data (the disk was full, or its writer or copy was interrupted)"
+        if path.endswith(".json"):  # its structure, whatever keys it holds (a torch trace: one object)
+            cut = wholejson.cut(handle, size, objects=path.endswith(TRACE_ENDINGS[1]))
+            if cut:
+                return cut
     if path.endswith(".gz"):
         return _gzip_problem(path)
     return ""
-
-
-def _cut_short(handle, size: int) -> bool:
-    handle.seek(max(0, size - 64))
-    tail = handle.read(64).rstrip()
-    return not tail.endswith((b"}", b"]"))
 
 
 def _gzip_problem(path: str) -> str:

@@ -8,6 +8,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from patchkit.core.wholejson import cut_at
 from patchkit.runtime.backend import SECTIONS, WHEN, Backend, Plan
 from patchkit.runtime.finder import get
 from patchkit.runtime.schedule import describe_schedule
@@ -32,7 +33,8 @@ class Program:
         self.features = dict(features)
         self.probed = probed
         self.pid_in_trace_names = pid_in_trace_names
-        self.namespace: Dict[str, Any] = {"__name__": f"patchkit.profiler_code.{backend}", "step": 0}
+        self.namespace: Dict[str, Any] = {"__name__": f"patchkit.profiler_code.{backend}", "step": 0,
+                                          "json_cut": cut_at}
         self._code: Dict[str, Any] = {}
         self._seen: set = set()
 
@@ -117,6 +119,9 @@ class Program:
                 f"$VERL_REPLICA_RANK, else $RANK // {s['replica_size'] or 'replica_size (unset: no capture)'}."]),
             "# `step` is patchkit's step index: 0 at the first start/step point, +1 at each later step point.",
         ]
+        if any("json_cut(" in text for text in self.sections.values()):
+            lines.append("# `json_cut(path, objects)` is patchkit's check of a JSON file by its structure: \"\" when "
+                         "it was written to its end, else what was found.")
         if not self.probed and self.features.get("assumed"):
             lines.append(f"# {self.features['assumed']}")
         lines += [f"# Note: {n}" for n in self.notes]

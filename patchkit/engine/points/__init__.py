@@ -8,7 +8,7 @@
 - :mod:`.lookup`: the class, method or function a point names; :mod:`.nearest`: the real names nearest a
   misspelt one.
 - :mod:`.outline`: a function's places with the points each takes and why the others do not
-  (``patchkit points``).
+  (``patchkit points``); :mod:`.exits`: whether the end of a function's or a loop's body is reached.
 
 The kinds themselves (their shape, refusals, examples and ``find``) are the
 modules of ``patchkit/recipe/kinds/``, below the engine, so recipe

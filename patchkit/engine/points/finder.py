@@ -48,9 +48,15 @@ def refusal(scan: Scan, kind: PointKind, anchor: Any) -> Optional[NotFound]:
         if nodes:
             node = getattr(anchor, "node", anchor)
             reason = refused.reason.format(qualname=scan.qualname, scope=scan.kind, line=scan.line(node),
-                                           at=scan.at_lines(nodes), word=word(nodes[0]))
+                                           at=scan.at_lines(nodes), word=_words(nodes))
             return NotFound(reason, scan.line(nodes[0]))
     return None
+
+
+def _words(nodes: List[Any]) -> str:
+    """The nodes' keywords as a message says them: ``return``, ``return or raise``."""
+    said = list(dict.fromkeys(word(n) for n in nodes))
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + f" or {said[-1]}"
 
 
 def sites(scan: Scan, kind: PointKind, anchor: Any) -> List[Any]:

@@ -127,8 +127,9 @@ def entries(scan: Scan, lines: List[str]) -> List[Entry]:
         if isinstance(inner, cst.FunctionDef):
             out.append(Entry(line, code(line), note=f"`nested: {inner.name.value}` puts points inside it",
                              kind="nested"))
-    end = Entry(scan.positions.end_line(scan.func), f"(end of {name})", kind="end")
-    out.append(_offer(scan, END, scan.func, {}, name, end))
+    end = _offer(scan, END, scan.func, {}, name, Entry(scan.positions.end_line(scan.func), f"(end of {name})",
+                                                        kind="end"))
+    out.append(end if end.points else end._replace(note=end.note + _ways_out(scan)))
     return sorted(out, key=lambda e: (e.line, e.kind in ("loop_end", "end")))
 
 
@@ -173,6 +174,21 @@ def _way_out(keyword: str) -> str:
     wrappers = [f"`at: {kind.name}`" for kind in at_place(DEF) if kind.form == DECORATOR]
     return f"a {keyword}" + (f": a decorator on the def line ({', '.join(wrappers)}) also sees this way out"
                              if wrappers else "")
+
+
+def _ways_out(scan: Scan) -> str:
+    """Where the end is not reached: why no decorator on the def line (the place every way out reaches) goes
+    either, when none does; "" when one does (the end's note names it)."""
+    refused: Dict[str, List[str]] = {}
+    for kind in at_place(DEF):
+        if kind.form != DECORATOR:
+            continue
+        try:
+            sites(scan, kind, scan.func)
+            return ""
+        except NotFound as exc:
+            refused.setdefault(exc.reason, []).append(kind.name)
+    return "".join(f"; no {_either(names)} either: {reason}" for reason, names in refused.items())
 
 
 def _loop(scan: Scan, loop: Loop, code: Code) -> List[Entry]:

@@ -85,15 +85,10 @@ def dotted(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
-def last_statement(block: cst.BaseSuite) -> cst.CSTNode:
-    """The last statement of a block: the last small statement of its last line (``a; return b``: the return)."""
-    last = block.body[-1]
-    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
-
-
 def word(node: cst.CSTNode) -> str:
-    """The keyword a statement starts with, as messages say it: ``return``, ``raise``, ``break``, ``continue``."""
-    return type(node).__name__.lower()
+    """The keyword a statement starts with, as messages say it: ``return``, ``raise``, ``break``, ``continue``
+    (a ``while True:`` loop: what it is)."""
+    return "`while True:` loop that no break leaves" if isinstance(node, cst.While) else type(node).__name__.lower()
 
 
 def statement_call(stmt: cst.CSTNode) -> Optional[str]:
@@ -179,9 +174,12 @@ class Scan(cst.CSTVisitor):
         return Decorate(func)
 
     def ends_with(self, node: cst.CSTNode, *words: str) -> List[cst.CSTNode]:
-        """The last statement of the body of ``node`` (the function or a loop) when it is one of ``words``."""
-        last = last_statement(node.body)
-        return [last] if word(last) in words else []
+        """The statements (of ``words``) by which every path through the body of ``node`` (the function or a loop)
+        leaves it before its end, however deep in ``with``, ``try``, ``if``... (:func:`.exits.leaving`); [] when
+        a path reaches its end."""
+        from patchkit.engine.points.exits import leaving
+
+        return leaving(node.body, words)
 
     def continues_of(self, loop: "Loop") -> List[cst.Continue]:
         """The ``continue`` statements that go to the next pass of ``loop`` (not of a loop inside it)."""

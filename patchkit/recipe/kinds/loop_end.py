@@ -28,6 +28,10 @@ class LoopEnd(PointKind):
         Example("class A:\n    def run(self, batches):\n        for mb in batches:\n            if not mb:\n"
                 "                continue\n            self.work(mb)\n",
                 {"at": "loop_end", "loop": {"iter": "batches"}}, reason="has a continue at line 5"),
+        Example("class A:\n    def run(self, batches):\n        for mb in batches:\n            with self.timer():\n"
+                "                if self.work(mb):\n                    break\n                else:\n"
+                "                    return mb\n",
+                {"at": "loop_end", "loop": {"iter": "batches"}}, reason="ends with a break or return"),
     )
 
     def find(self, scan, loop):

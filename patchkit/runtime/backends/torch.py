@@ -8,7 +8,11 @@ trace JSON files named as ``tensorboard_trace_handler(save_path)`` names them,
 ``<host>_<pid>[_<role>].<ns>.pt.trace.json``, written by ``export_chrome_trace``
 under a temporary name and renamed only once they are whole: torch does not
 report a write that failed (a full disk, a quota, a file size limit), and a
-trace cut short must never look like a capture.  A trace that could not be
+trace cut short must never look like a capture.  Whole is judged by the JSON's
+structure (``json_cut``, which the runtime hands the code: it is
+:func:`patchkit.core.wholejson.cut_at`, as ``patchkit traces`` judges),
+never by a list of keys: torch adds ``"ERROR"`` when CUPTI reports a problem,
+and may add others.  A trace that could not be
 written is noted in ``failed_traces`` (which the runtime reads), and the
 temporary files are removed.
 
@@ -49,7 +53,7 @@ class Torch(Backend):
         s = settings
         contents = s["contents"]
         quiet = not s["steps"] and not s["warmup"]  # torch's warning about warmup 0 ignored (see the docstring)
-        create = ["import os", "import re", "import socket", "import time", *(["import warnings"] if quiet else []),
+        create = ["import os", "import socket", "import time", *(["import warnings"] if quiet else []),
                   "", "import torch", "", "activities = [torch.profiler.ProfilerActivity.CPU]"]
         if "npu" in contents:
             create += ["if torch.cuda.is_available():", "    activities.append(torch.profiler.ProfilerActivity.CUDA)"]
@@ -92,11 +96,6 @@ def _schedule(s: Mapping[str, Any]) -> List[str]:
 
 WARMUP_WARNING = "Profiler won't be using warmup"  # how torch's warning about warmup 0 begins
 
-# the end of a whole trace: its last event and traceEvents list closed, then (newer torch) its traceName, then itself
-WHOLE = r'[}\[]\s*\]\s*(,\s*"traceName"\s*:\s*"([^"\\]|\\.)*"\s*)?\}\s*\Z'
-CUT = "the disk is full, or a quota or file size limit was hit"
-
-
 def _handler(save_path: str, role: str) -> List[str]:
     """``on_trace_ready``: tensorboard_trace_handler's file, given its name only once it is written whole."""
     worker = worker_name(role)
@@ -112,12 +111,13 @@ def _handler(save_path: str, role: str) -> List[str]:
         "    try:",
         f"        os.makedirs({save_path!r}, exist_ok=True)",
         "        prof.export_chrome_trace(part)",
-        "        if not os.path.exists(part):",
-        f"            raise OSError({'torch stopped writing it: ' + CUT!r})",
+        "        if not os.path.exists(part):  # torch saw its stream fail: it never renamed its file",
+        "            raise OSError('torch did not finish it: its temporary file ' + (json_cut(part + '.tmp', True) or "
+        "'is whole but was not renamed'))",
+        "        found = json_cut(part, True)  # its JSON's structure, whatever keys torch wrote",
+        "        if found:",
+        "            raise OSError('torch wrote only part of it: it ' + found)",
         "        with open(part, 'rb') as f:",
-        "            f.seek(max(0, os.path.getsize(part) - 4096))",
-        f"            if not re.search(rb'{WHOLE}', f.read()):",
-        f"                raise OSError({'torch wrote only part of it: ' + CUT!r})",
         "            os.fsync(f.fileno())",
         "        os.rename(part, trace)",
         "    except Exception as exc:",
