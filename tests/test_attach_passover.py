@@ -244,7 +244,7 @@ def test_a_launcher_is_passed_over_with_one_line_and_no_other_check(tmp_path, mo
             time.sleep(0.05)
         error = said[0].error  # named by pid, the refusal names what it started
         assert error.message == f"process {procs[0].pid} is a launcher (bash), not a process that trains"
-        assert error.hint.startswith(f"give the pid of the process it started that trains ({kids[0]} (sleep 60))")
+        assert error.hint.startswith(f"give the pid of the process it started that trains: {kids[0]} (sleep 60); ")
         session_ = session.Session([p.pid for p in procs], str(helpers.recipe(tmp_path, "logged")),
                                    root=str(helpers.site(tmp_path)), steps=2)
         with pytest.raises(PassedOver) as every:

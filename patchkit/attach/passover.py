@@ -79,11 +79,11 @@ class Launcher(AttachError):
         self.kind, self.name = kind, name
         what = f"a launcher ({name})" if kind == "launcher" else f"Ray's own process ({name})"
         kids = [f"{pid} ({_command(pid)})" for pid in children(proc.pid)[:SHOWN_CHILDREN]]
-        hint = (f"give the pid of the process it started that trains ({', '.join(kids)})" if kids else
+        hint = (f"give the pid of the process it started that trains: {', '.join(kids)}" if kids else
                 "give the pid of the Python process that trains (`ps -ef | grep python`)")
         super().__init__(f"process {proc.pid} is {what}, not a process that trains", where(proc.pid),
-                         hint + "; or --match TEXT, which passes launchers over and attaches to each process of the "
-                         "job whose command line holds TEXT")
+                         hint + "; or --match TEXT: it passes launchers over and attaches to each process whose "
+                         "command line holds TEXT")
         self.passed = (f"{what}, its Python children are matched on their own" if kind == "launcher" else
                        f"{what}, not the job's: the job's workers are matched on their own")
 
