@@ -181,6 +181,7 @@ VENV = "/venv/bin/python"
     (PY, [VENV, "/venv/bin/torchrun", "--standalone", "/x/train.py"], ("launcher", "torchrun")),
     (PY, [VENV, "/venv/bin/accelerate", "launch", "/x/train.py"], ("launcher", "accelerate launch")),
     (PY, [VENV, "-m", "accelerate.commands.launch", "/x/train.py"], ("launcher", "accelerate launch")),
+    (PY, [VENV, "-m", "accelerate.commands.accelerate_cli", "launch", "t.py"], ("launcher", "accelerate launch")),
     (PY, [VENV, "/venv/bin/deepspeed", "/x/train.py"], ("launcher", "deepspeed")),
     (PY, [VENV, "-u", "-m", "deepspeed.launcher.launch", "--world_info=e30=", "/x/train.py"],
      ("launcher", "deepspeed.launcher.launch")),
@@ -196,6 +197,7 @@ VENV = "/venv/bin/python"
     (PY, [VENV, "-m", "verl.trainer.main_ppo", "trainer.n_gpus_per_node=8"], None),
     (PY, [VENV, "-c", "import torch.distributed.run"], None),
     (PY, [VENV, "/venv/bin/accelerate", "config"], None),
+    (PY, [VENV, "/venv/bin/accelerate", "--", "launch"], None),
     (PY, [VENV, "/home/me/torchrun.py"], None),  # the user's own script
     (PY, [VENV, "/home/me/ray/dashboard/dashboard.py.bak"], None),
     (PY, ["ray::WorkerDict.actor_rollout_compute_log_prob"], None),  # a Ray worker that runs the job's task

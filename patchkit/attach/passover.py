@@ -41,7 +41,8 @@ LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.laun
                     "accelerate.commands.launch": "accelerate launch", "deepspeed.launcher.runner": "deepspeed",
                     "deepspeed.launcher.launch": "deepspeed.launcher.launch"}
 LAUNCHER_SCRIPTS = {"torchrun": "torchrun", "deepspeed": "deepspeed"}
-SUBCOMMANDS = {"accelerate": "launch", "accelerate.commands.accelerate_cli": "launch"}  # only this word launches
+SUBCOMMANDS = {"accelerate": ("launch", "accelerate launch"),  # (the word that launches, the launcher's name)
+               "accelerate.commands.accelerate_cli": ("launch", "accelerate launch")}
 RAY_SCRIPTS = ("ray/dashboard/dashboard.py", "ray/dashboard/agent.py", "ray/_private/log_monitor.py",
                "ray/autoscaler/_private/monitor.py", "ray/_private/runtime_env/agent/main.py")
 # The titles Ray gives its own Python processes (a worker that runs a task or an actor is named after it instead)
@@ -73,7 +74,7 @@ class Passed(NamedTuple):
 
 class Launcher(AttachError):
     """A process that ``/proc`` shows to be a launcher, or one of Ray's own: it runs no training code itself.  Named
-    by pid it is refused, naming the Python processes it started; ``--match`` passes it over (:attr:`passed`)."""
+    by pid it is refused, naming the processes it started; ``--match`` passes it over (:attr:`passed`)."""
 
     def __init__(self, proc: Process, kind: str, name: str):
         self.kind, self.name = kind, name
@@ -124,8 +125,9 @@ def launcher(proc: Process) -> Optional[Tuple[str, str]]:
             return "ray", ray[0]
     else:
         return None
-    if found is None and program in SUBCOMMANDS and call.args[:1] == (SUBCOMMANDS[program],):
-        found = f"accelerate {SUBCOMMANDS[program]}"
+    word, named = SUBCOMMANDS.get(program, ("", ""))
+    if found is None and word and call.args[:1] == (word,):
+        found = named
     return ("launcher", found) if found else None
 
 
