@@ -89,6 +89,9 @@ def test_gdb_s_commands_check_every_symbol_before_changing_anything_and_never_ma
     t = access.Target(me(), None, "gdb", "/usr/bin/gdb")
     command = inject.gdb_command(t, "/x/inject.gdb")
     assert command.index("set auto-solib-add off") < command.index("-p")  # torch's symbols are never read
+    # nor any debug information, nor a libthread_db: the stop is short (bench/attach.py measures it)
+    assert command.index("-readnever") < command.index("-p")
+    assert command.index("set libthread-db-search-path /proc") < command.index("-p")
     # set before anything runs in the job: interrupted mid-call, gdb gives the call up and the job never gets SIGINT
     assert command.index("set unwindonsignal on") < command.index("-p")
     assert command.index("handle SIGINT stop print nopass") < command.index("-p")
@@ -98,6 +101,7 @@ def test_gdb_s_commands_check_every_symbol_before_changing_anything_and_never_ma
     ("ptrace: Operation not permitted.", "refused gdb's ptrace"),
     ('No symbol "Py_AddPendingCall" in current context.', "found no Py_AddPendingCall"),
     ("PATCHKIT-QUEUE-FULL", "queue of pending calls is full"),
+    ("gdb: unrecognized option '-readnever'", "older than gdb 8.2"),
     ("something else\nentirely", "could not queue the code"),
 ])
 def test_gdb_s_failures_are_said_plainly(said, says):

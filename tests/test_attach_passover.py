@@ -1,10 +1,12 @@
 """attach.passover: each process --match found checked on its own, its refusal returned (never raised), the refusals
 that are the same for every process told apart, and the error when every one was passed over; Session.prepare
-passing over what a check of one process refused, and nothing else.  (tests/test_hostile_attach_decoys.py runs
-the whole command against a second user's decoys.)"""
+passing over what a check of one process refused, and nothing else; launchers and Ray's own processes told from
+/proc alone, before any other check; and the whole command on a job under bash -c, nohup, timeout and torchrun.
+(tests/test_hostile_attach_decoys.py runs the whole command against a second user's decoys.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,8 +17,8 @@ import pytest
 
 import attach_helpers as helpers
 from patchkit.attach import access, passover, records, session
-from patchkit.attach.passover import Passed, PassedOver, checked, for_every_process, nothing_left
-from patchkit.attach.process import AttachError, Process, where
+from patchkit.attach.passover import Launcher, Passed, PassedOver, checked, for_every_process, launcher, nothing_left
+from patchkit.attach.process import AttachError, Process, children, python_name, read, where
 
 
 @pytest.fixture
@@ -155,3 +157,183 @@ def test_with_pass_over_a_process_the_code_could_not_be_sent_to_is_said_failed_i
     assert os.listdir(a.folder.base) == ["out"]  # the request withdrawn
     s.close()
     assert not os.path.exists(a.folder.base) and records.records(python.pid) == []
+
+
+PY = "/usr/bin/python3.11"
+VENV = "/venv/bin/python"
+
+
+@pytest.mark.parametrize("exe,argv,found", [
+    ("/usr/bin/bash", ["bash", "-c", "cd /x && python /x/train.py > run.log"], ("launcher", "bash")),
+    ("/usr/bin/dash", ["/bin/sh", "-c", "python /x/train.py"], ("launcher", "dash")),
+    ("/usr/bin/timeout", ["timeout", "600", "python", "/x/train.py"], ("launcher", "timeout")),
+    ("/usr/bin/env", ["env", "A=1", "python", "/x/train.py"], ("launcher", "env")),
+    ("/usr/bin/nohup", ["nohup", "python", "/x/train.py"], ("launcher", "nohup")),
+    ("/usr/bin/setsid", ["setsid", "-w", "python", "/x/train.py"], ("launcher", "setsid")),
+    ("/usr/bin/srun", ["srun", "-N2", "python", "/x/train.py"], ("launcher", "srun")),
+    ("/opt/openmpi/bin/mpirun", ["mpirun", "-np", "8", "python", "/x/train.py"], ("launcher", "mpirun")),
+    ("/usr/bin/mpiexec.hydra", ["mpiexec", "-n", "2", "python", "/x/train.py"], ("launcher", "mpiexec.hydra")),
+    ("/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet", ["raylet", "--node_ip_address=1"],
+     ("ray", "raylet")),
+    ("/venv/lib/ray/core/src/ray/gcs/gcs_server", ["gcs_server", "--log_dir=/tmp/x"], ("ray", "gcs_server")),
+    (PY, [VENV, "-m", "torch.distributed.run", "--nproc-per-node", "2", "/x/train.py"], ("launcher", "torchrun")),
+    (PY, [VENV, "-u", "-mtorch.distributed.launch", "/x/train.py"], ("launcher", "torch.distributed.launch")),
+    (PY, [VENV, "/venv/bin/torchrun", "--standalone", "/x/train.py"], ("launcher", "torchrun")),
+    (PY, [VENV, "/venv/bin/accelerate", "launch", "/x/train.py"], ("launcher", "accelerate launch")),
+    (PY, [VENV, "-m", "accelerate.commands.launch", "/x/train.py"], ("launcher", "accelerate launch")),
+    (PY, [VENV, "-m", "accelerate.commands.accelerate_cli", "launch", "t.py"], ("launcher", "accelerate launch")),
+    (PY, [VENV, "/venv/bin/deepspeed", "/x/train.py"], ("launcher", "deepspeed")),
+    (PY, [VENV, "-u", "-m", "deepspeed.launcher.launch", "--world_info=e30=", "/x/train.py"],
+     ("launcher", "deepspeed.launcher.launch")),
+    ("/opt/py/bin/python3.13t", ["ray::IDLE"], ("ray", "ray::IDLE")),
+    (PY, ["ray::DashboardAgent"], ("ray", "ray::DashboardAgent")),
+    (PY, [VENV, "/venv/lib/python3.11/site-packages/ray/dashboard/dashboard.py", "--host=127.0.0.1"],
+     ("ray", "ray/dashboard/dashboard.py")),
+    (PY, [VENV, "-u", "/venv/lib/python3.11/site-packages/ray/_private/log_monitor.py", "--logs-dir=/x"],
+     ("ray", "ray/_private/log_monitor.py")),
+    # the job's own processes, and what /proc does not say for certain
+    (PY, [VENV, "/x/train.py"], None),
+    (PY, [VENV, "-u", "/x/train.py", "--local_rank=0"], None),  # a rank torchrun or deepspeed started
+    (PY, [VENV, "-m", "verl.trainer.main_ppo", "trainer.n_gpus_per_node=8"], None),
+    (PY, [VENV, "-c", "import torch.distributed.run"], None),
+    (PY, [VENV, "/venv/bin/accelerate", "config"], None),
+    (PY, [VENV, "/venv/bin/accelerate", "--", "launch"], None),
+    (PY, [VENV, "/home/me/torchrun.py"], None),  # the user's own script
+    (PY, [VENV, "/home/me/ray/dashboard/dashboard.py.bak"], None),
+    (PY, ["ray::WorkerDict.actor_rollout_compute_log_prob"], None),  # a Ray worker that runs the job's task
+    (PY, [VENV, "ray::IDLE"], None),
+    (PY, ["torchrun --standalone /x/train.py"], None),  # a title a Python gave itself: one word
+    ("/usr/bin/sleep", ["sleep", "60"], None),
+    ("", ["bash", "-c", "python /x/train.py"], None),  # another user's, not to be looked into: the kernel says nothing
+    ("/tmp/x/python3", ["bash", "-c", "x"], None),  # a Python by its file, whatever it calls itself
+])
+def test_a_launcher_is_told_from_proc_alone(exe, argv, found):
+    proc = Process(42, (0,) * 4, (0,) * 4, (), 1, exe, False, tuple(argv), 9, 0, 0, os.path.basename(exe))
+    assert launcher(proc) == found
+
+
+def started(argv, **kw):
+    """A process, once /proc shows it runs ``argv`` (before its exec, the child is a copy of this Python: pytest's
+    command line)."""
+    proc = subprocess.Popen(argv, **kw)
+    for _ in range(600):  # a guard against a hang, not a measurement
+        if read(proc.pid).argv == tuple(argv):
+            return proc
+        time.sleep(0.05)
+    pytest.fail(f"{argv} never ran")
+
+
+def test_a_launcher_is_passed_over_with_one_line_and_no_other_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(access, "check", lambda *a: pytest.fail("a launcher is not checked further"))
+    torchrun = tmp_path / "bin" / "torchrun"  # a console script as pip writes one: run as `python SCRIPT ...`
+    torchrun.parent.mkdir()
+    torchrun.write_text("import time\ntime.sleep(60)\n")
+    procs = [started(["bash", "-c", "sleep 60; true"]), started(["timeout", "60", "sleep", "60"]),
+             started([sys.executable, str(torchrun), "--nproc-per-node", "2", "/x/train.py"])]
+    try:
+        said = [checked(p.pid, 1) for p in procs]
+        assert [s.why for s in said] == [
+            "a launcher (bash), its Python children are matched on their own",
+            "a launcher (timeout), its Python children are matched on their own",
+            "a launcher (torchrun), its Python children are matched on their own"]
+        assert all(isinstance(s, Passed) and isinstance(s.error, Launcher) and s.as_json()["error"] == s.why
+                   for s in said)
+        assert said[0].command == "bash -c sleep 60; true"
+        for _ in range(600):  # the shell's child, once it runs
+            kids = children(procs[0].pid)
+            if kids and read(kids[0]).argv == ("sleep", "60"):
+                break
+            time.sleep(0.05)
+        error = said[0].error  # named by pid, the refusal names what it started
+        assert error.message == f"process {procs[0].pid} is a launcher (bash), not a process that trains"
+        assert error.hint.startswith(f"give the pid of the process it started that trains: {kids[0]} (sleep 60); ")
+        session_ = session.Session([p.pid for p in procs], str(helpers.recipe(tmp_path, "logged")),
+                                   root=str(helpers.site(tmp_path)), steps=2)
+        with pytest.raises(PassedOver) as every:
+            session_.prepare(pass_over=True)
+        assert f"pid {procs[2].pid}: a launcher (torchrun), its Python children are matched on their own" in \
+            every.value.message
+    finally:
+        for p in procs:
+            for k in children(p.pid):
+                os.kill(k, signal.SIGKILL)
+            p.kill()
+            p.wait()
+
+
+class Launched(helpers.Running):
+    """The job's script started by a launcher: its journal (``.RANK`` appended under torchrun) and its stop file."""
+
+    def __init__(self, tmp_path, name, command, env):
+        self.log, self.stop = tmp_path / f"{name}.log", tmp_path / f"{name}.stop"
+        with open(tmp_path / f"{name}.err", "w") as err:
+            self.proc = subprocess.Popen(command(self.log, self.stop), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                         stderr=err, text=True)
+
+    def logged(self, suffix=""):
+        path = f"{self.log}{suffix}"
+        return len(open(path).read().splitlines()) if os.path.exists(path) else 0
+
+
+@pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
+                    reason=helpers.gdb_missing() or helpers.ptrace_denied() or "")
+def test_match_records_every_python_process_of_jobs_under_launchers_and_passes_the_launchers_over(tmp_path):
+    import shlex
+
+    site = helpers.site(tmp_path)
+    train = tmp_path / "train.py"  # the job's script, matched by its path: every launcher's command line holds it
+    train.write_text(helpers.JOB.read_text())
+    env = {k: v for k, v in os.environ.items() if k not in ("PATCHKIT_RUN", "RANK", "WORLD_SIZE")}
+    env.update(PYTHONPATH=str(site), OMP_NUM_THREADS="1")
+    py = sys.executable
+
+    def job(log, stop):
+        return [str(train), "--steps", "100000", "--journal", str(log), "--stop", str(stop)]
+
+    jobs = {
+        "bash": Launched(tmp_path, "bash", lambda log, stop: [
+            "bash", "-c", f"cd {shlex.quote(str(tmp_path))} && {shlex.join([py, *job(log, stop)])} > run.log"], env),
+        "nohup": Launched(tmp_path, "nohup", lambda log, stop: ["nohup", py, *job(log, stop)], env),
+        "timeout": Launched(tmp_path, "timeout", lambda log, stop: ["timeout", "600", py, *job(log, stop)], env),
+        "torchrun": Launched(tmp_path, "ranks", lambda log, stop: [
+            py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *job(log, stop)], env),
+    }
+    try:
+        helpers.wait_for(lambda: all(j.logged() > 10 for k, j in jobs.items() if k != "torchrun"), 180,
+                         jobs["bash"].proc)
+        helpers.wait_for(lambda: jobs["torchrun"].logged(".0") > 10 and jobs["torchrun"].logged(".1") > 10, 180,
+                         jobs["torchrun"].proc)
+        launchers = {jobs["bash"].proc.pid: "bash", jobs["timeout"].proc.pid: "timeout",
+                     jobs["torchrun"].proc.pid: "torchrun"}
+        pythons = [*children(jobs["bash"].proc.pid), jobs["nohup"].proc.pid, *children(jobs["timeout"].proc.pid),
+                   *children(jobs["torchrun"].proc.pid)]
+        assert len(pythons) == 5 and all(str(train) in read(p).argv and python_name(read(p).exe) for p in pythons)
+        done = helpers.attach(tmp_path, ["--match", train, helpers.recipe(tmp_path, "logged"), "--root", site,
+                                         "--steps", 2, "--json"])
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        said = {s["pid"]: s for s in json.loads(done.stdout)}
+        assert sorted(said) == sorted([*launchers, *pythons]), said
+        for pid in pythons:
+            assert said[pid]["state"] == "restored" and said[pid]["original_code"], said[pid]
+            assert said[pid]["captures"][0]["recorded"] == [[0, 1]], said[pid]
+        for pid, name in launchers.items():
+            why = f"a launcher ({name}), its Python children are matched on their own"
+            assert (said[pid]["state"], said[pid]["error"]) == ("passed over", why)
+            (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith(f"pid {pid}: ")]
+            assert line.startswith(f"pid {pid}: passed over: {why}; "), line
+        for j in jobs.values():
+            j.stop.touch()
+        for j in jobs.values():
+            assert j.proc.wait(timeout=120) == 0, (tmp_path / f"{j.log.stem}.err").read_text()[-3000:]
+        finals = [json.loads(open(path).read().splitlines()[-1]) for path in
+                  [jobs[k].log for k in ("bash", "nohup", "timeout")] + [f"{jobs['torchrun'].log}.{r}" for r in (0, 1)]]
+        assert all(f["final"] and all(f["original"].values()) and f["left"] == [] for f in finals), finals
+    finally:
+        for j in jobs.values():
+            for pid in children(j.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            j.proc.kill()
+            j.proc.wait()

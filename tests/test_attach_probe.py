@@ -54,8 +54,9 @@ def test_another_version_s_job_is_read_as_that_version(start, version):
     assert ".".join(map(str, found.version[:2])) == version and found.runtime_from == probe.INSTALL
 
 
-def test_the_job_s_executable_is_never_run(start, monkeypatch):
-    """Only patchkit's own interpreter is started, whatever the job runs."""
+def test_the_job_s_executable_is_never_run(start, monkeypatch, tmp_path):
+    """Only patchkit's own interpreter is started, whatever the job runs; for a job of this command's own user, on
+    patchkit's own install folder, nothing is: this process answers what that helper would."""
     proc = start([sys.executable, *SLEEP])
     ran = []
     real = subprocess.Popen
@@ -65,8 +66,21 @@ def test_the_job_s_executable_is_never_run(start, monkeypatch):
         return real(args, *a, **kw)
 
     monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
-    probe.ask(proc, 2)
+    assert probe.ask(proc, 2).runtime_from == probe.INSTALL and ran == []
+    copy = tmp_path / "copy"
+    shutil.copytree(REPO / "patchkit", copy / "patchkit", ignore=shutil.ignore_patterns("__pycache__"))
+    assert probe.ask(proc, 2, install=str(copy)).runtime_from == str(copy)  # another folder: asked of the helper
     assert ran == [sys.executable]
+
+
+def test_the_answer_given_here_is_the_helper_s(start):
+    proc = start([sys.executable, *SLEEP])
+    here = probe._answered_here(2)
+    helper = sandbox.run(probe.IMPORTS, [probe.INSTALL, "2"], probe.ids(proc), warm=probe.RUNTIME)
+    assert here == helper == {"patchkit": str(Path(probe.INSTALL) / "patchkit" / "__init__.py")}
+    assert probe._answered_here(99) == sandbox.run(probe.IMPORTS, [probe.INSTALL, "99"], None, warm=probe.RUNTIME)
+    assert not sandbox.drops(probe.ids(proc)) and not sandbox.drops(None)
+    assert sandbox.drops(sandbox.Ids(1000, 1000, ())) == (os.geteuid() == 0)
 
 
 def test_no_runtime_in_the_install_folder_is_refused_with_what_to_do(start, tmp_path):

@@ -54,6 +54,41 @@ def test_the_interpreter_s_own_options_stop_at_the_script(argv, flags, xopts):
     assert process.interpreter_options(tuple(argv)) == (flags, xopts)
 
 
+@pytest.mark.parametrize("argv,how,what,args", [
+    (["python", "train.py", "-X", "x"], "script", "train.py", ("-X", "x")),
+    (["python", "-u", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"], "-m", "torch.distributed.run",
+     ("--nproc-per-node", "2", "t.py")),
+    (["python3.11", "-IEmpkg.main", "a"], "-m", "pkg.main", ("a",)),
+    (["python", "-c", "import x", "-m", "y"], "-c", "import x", ("-m", "y")),
+    (["/venv/bin/python", "-W", "ignore", "/venv/bin/torchrun", "--standalone"], "script", "/venv/bin/torchrun",
+     ("--standalone",)),
+    (["python", "--", "-odd.py", "a"], "script", "-odd.py", ("a",)),
+    (["python", "-", "a"], "", "", ("a",)),
+    (["python", "-u"], "", "", ()),
+    (["ray::IDLE"], "", "", ()),
+])
+def test_a_command_line_is_read_as_the_interpreter_reads_it(argv, how, what, args):
+    found = process.invocation(tuple(argv))
+    assert (found.how, found.what, found.args) == (how, what, args)
+
+
+def test_children_are_the_processes_a_process_started():
+    shell = subprocess.Popen(["bash", "-c", "sleep 60 & sleep 60 & wait"])
+    try:
+        for _ in range(600):  # a guard against a hang, not a measurement
+            kids = process.children(shell.pid)
+            if len(kids) == 2 and all(process.read(k).argv == ("sleep", "60") for k in kids):
+                break
+            time.sleep(0.05)
+        assert len(kids) == 2 and all(process.read(k).ppid == shell.pid for k in kids)
+        assert process.children(999999) == [] and os.getpid() not in process.children(shell.pid)
+    finally:
+        for k in process.children(shell.pid):
+            os.kill(k, 9)
+        shell.kill()
+        shell.wait()
+
+
 @pytest.mark.parametrize("exe,found", [
     ("/usr/bin/python3.11", ("3.11", False)), ("/opt/py/bin/python3.13t", ("3.13", True)),
     ("/usr/bin/python3", (None, False)), ("/x/python", (None, False)), ("/usr/bin/python3.12-dbg", ("3.12", False)),

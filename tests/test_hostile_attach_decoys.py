@@ -189,7 +189,7 @@ def test_decoys_are_passed_over_and_root_s_own_job_records_exactly_its_steps(tmp
     spans = helpers.recorded_labels(trace)
     assert [j for j, _ in spans] == [0, 1] and all(len(labels) == 1 for _, labels in spans), spans
     assert spans[1][1][0] == spans[0][1][0] + 1  # two steps of the job, one after the other
-    why = {job.pid: "is not a Python interpreter (it runs /usr/bin/bash)",
+    why = {job.pid: "a launcher (bash), its Python children are matched on their own",
            decoys.sleeper.pid: "is not a Python interpreter (it runs /usr/bin/sleep)",
            decoys.stopped.pid: "is stopped (state T: SIGSTOP, or Ctrl-Z in its terminal)",
            decoys.blocked.pid: "no answer: it ran no Python for 10 s"}

@@ -180,8 +180,9 @@ def test_match_attaches_both_ranks_and_each_records_its_next_two_micro_batches(j
     by_pid = {s["pid"]: s for s in statuses}
     assert set(by_pid) == {job.proc.pid, pids[0], pids[1]}, statuses  # the launcher's command line holds it too
     launcher = by_pid.pop(job.proc.pid)
-    assert launcher["state"] == "refused" and "has not imported verl.workers.actor.dp_actor" in launcher["error"]
-    assert "pid %d: passed over: the job has not imported verl.workers.actor.dp_actor" % job.proc.pid in said, said
+    why = "a launcher (torchrun), its Python children are matched on their own"  # told from /proc: gdb never in it
+    assert (launcher["state"], launcher["error"]) == ("passed over", why), launcher
+    assert "pid %d: passed over: %s" % (job.proc.pid, why) in said, said
     for status in by_pid.values():
         assert status["targets"] == ["verl.workers.actor.dp_actor:DataParallelPPOActor.update_policy"], status
         recorded_and_restored(status)

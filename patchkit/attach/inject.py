@@ -7,11 +7,11 @@ everything and changes nothing on any refusal.  Whatever happens they return nor
 catches every exception, ``SystemExit`` included (``PyRun_SimpleString`` would exit the job on it, and a
 pending call that returned -1 would become a ``SystemError`` in the job).
 
-Through gdb (:func:`through_gdb`): gdb attaches (``ptrace``), loads the symbols of the interpreter and libc
-only (never those of torch's libraries: seconds), maps one page in the job with ``mmap`` (a system call: no
+Through gdb (:func:`through_gdb`): gdb attaches (``ptrace``), loads the ELF symbols of the interpreter and libc
+only (never those of torch's libraries, never any debug information: seconds), maps one page in the job with ``mmap`` (a system call: no
 lock of the job's is taken, where ``malloc`` could deadlock on one the stopped thread holds), writes the
 lines there with its own memory access, and calls ``Py_AddPendingCall(PyRun_SimpleString, page)``; it then
-detaches.  The job was stopped for about half a second.  The page (4 KiB) stays mapped.
+detaches.  The job was stopped for about a tenth of a second (:func:`gdb_command`).  The page (4 KiB) stays mapped.
 
 Through ``sys.remote_exec`` (:func:`through_remote_exec`): the lines are a file (0600, the job's user's)
 that an interpreter of the job's version runs ``sys.remote_exec(pid, file)`` on (PEP 768).
@@ -37,6 +37,7 @@ from patchkit.attach.process import AttachError, where
 
 LIMIT = 64 * 1024 * 1024  # a request is the instrumented text of a few modules: far less
 QUEUED = "PATCHKIT-QUEUED"
+NO_LIBRARY = "/proc"  # a folder no one can make a file in: gdb finds no libthread_db there to load
 
 BOOT = r'''import sys
 
@@ -142,11 +143,18 @@ def _withdraw(f: Folder) -> None:
 
 
 def gdb_command(t: Target, script: str) -> List[str]:
-    """Set before gdb attaches: no file of the job's read, no symbols but those asked for; a call that a signal
-    stops is given up with the job's registers put back, and the SIGINT gdb stops the job with is never passed on
+    """Set before gdb attaches, since everything gdb reads after it stops the job: no file of the job's read (no
+    ``.gdbinit``, no auto-loaded script), no symbols but those asked for, and of those only the ELF symbol tables
+    (``-readnever``: no DWARF debug information, in the file or apart from it, which the Debian and Ubuntu debug
+    packages put under ``/usr/lib/debug``, and no debuginfod server asked); no ``libthread_db`` loaded into gdb to
+    walk the job's threads (its search path is ``/proc``, where no such file can ever be made; gdb attaches every
+    thread from ``/proc`` without it).  Together they keep the stop to about a tenth of a second, where reading libc's and
+    libpython's debug information took half a second and more.  A call that a signal stops is given up with the
+    job's registers put back, and the SIGINT gdb stops the job with is never passed on
     (:mod:`patchkit.attach.gdbrun` interrupts gdb so when it must leave)."""
-    return [t.tool, "-nx", "-batch", "-iex", "set confirm off", "-iex", "set auto-load off",
-            "-iex", "set auto-solib-add off", "-iex", "set debuginfod enabled off", "-iex", "set unwindonsignal on",
+    return [t.tool, "-nx", "-batch", "-readnever", "-iex", "set confirm off", "-iex", "set auto-load off",
+            "-iex", "set auto-solib-add off", "-iex", "set debuginfod enabled off",
+            "-iex", f"set libthread-db-search-path {NO_LIBRARY}", "-iex", "set unwindonsignal on",
             "-iex", "handle SIGINT stop print nopass", "-p", str(t.proc.pid), "-x", script,
             "-ex", "detach", "-ex", "quit"]
 
@@ -181,6 +189,9 @@ def gdb_error(t: Target, said: str) -> AttachError:
         return AttachError(f"gdb found no Py_AddPendingCall, PyRun_SimpleString or mmap in process {pid} "
                            f"({t.proc.exe}): an interpreter built without its dynamic symbols?", where(pid),
                            "use `patchkit run` or `patchkit capture` for this job")
+    if "unrecognized option" in said and "readnever" in said:
+        return AttachError(f"{t.tool} is older than gdb 8.2: it has no -readnever, which keeps the stop of process "
+                           f"{pid} short", where(pid), "install gdb 8.2 or later; nothing was queued")
     if "PATCHKIT-QUEUE-FULL" in said:
         return AttachError(f"the interpreter's queue of pending calls is full in process {pid}", where(pid),
                            "try again in a moment")

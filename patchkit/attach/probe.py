@@ -6,7 +6,9 @@ can name ``python`` and put in front of ``--match``.
 
 What only the job's user can answer is asked of patchkit's own interpreter run as that user, sandboxed
 (:mod:`patchkit.attach.sandbox`): whether patchkit's runtime and the attach agent import from patchkit's install
-folder (:func:`ask`), and whether the files a request carries can be read (:func:`unreadable`).  A job whose
+folder (:func:`ask`), and whether the files a request carries can be read (:func:`unreadable`).  Where that
+helper would run as this command's own user anyway (root's job, or a command that is not root), this process
+answers the first question itself, on the install folder it imported patchkit from.  A job whose
 user cannot read patchkit's install folder is refused with what to do; whether a job's own environment holds a
 patchkit is not looked into (that would run the job's interpreter, or read its folders as root).
 """
@@ -87,7 +89,10 @@ def ask(proc: Process, lines: int, install: Optional[str] = None) -> Interpreter
     python = Interpreter(found.version, found.free_threaded, proc.exe or found.file, install)
     if python.version[:2] < (3, 10):
         return python  # access.check refuses it with its own line
-    said = _as_user(proc, IMPORTS, [install, str(lines)], warm=RUNTIME)
+    if install == INSTALL and not sandbox.drops(ids(proc)):
+        said = _answered_here(lines)
+    else:
+        said = _as_user(proc, IMPORTS, [install, str(lines)], warm=RUNTIME)
     error = said.get("import_error")
     if error is None and isinstance(said.get("patchkit"), str):
         return python
@@ -97,6 +102,22 @@ def ask(proc: Process, lines: int, install: Optional[str] = None) -> Interpreter
                       f"the runtime needs only the standard library: make {install} readable by uid {proc.uid} "
                       "(a patchkit in the job's own environment is not looked for: attach never runs the job's "
                       "interpreter or its files)")
+
+
+def _answered_here(lines: int) -> Dict[str, object]:
+    """What :data:`IMPORTS` would answer, answered by this process.  Asked only where the helper would run as this
+    very user, with this command's ids, groups and capabilities (the job is root's and this command is root's, or
+    this command is not root and may attach only to its user's jobs), on the folder this process imported patchkit
+    from already: the same question about the same files for the same user, without starting an interpreter (a
+    tenth of a second and more of a busy machine, on the way to every attach to one's own job)."""
+    import importlib
+
+    try:
+        modules = [importlib.import_module(name) for name in RUNTIME]  # what the job imports, as IMPORTS does
+        modules[1].require(lines)
+        return {"patchkit": str(modules[0].__file__)}
+    except Exception as exc:  # noqa: BLE001 - said as the helper says it
+        return {"import_error": f"{type(exc).__name__}: {exc}"}
 
 
 def unreadable(proc: Process, files: Sequence[str]) -> List[Tuple[str, str]]:

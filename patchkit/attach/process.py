@@ -133,14 +133,29 @@ def environ(pid: int) -> Dict[str, str]:
     return out
 
 
-def interpreter_options(argv: Tuple[str, ...]) -> Tuple[str, List[str]]:
-    """(the single-letter flags, the ``-X`` options) given to the interpreter before the script, -c or -m."""
+class Invocation(NamedTuple):
+    """What a Python command line asks of the interpreter, read as words (nothing is run or opened)."""
+
+    flags: str  # the single-letter flags before the program
+    xopts: List[str]  # the -X options
+    how: str  # "-m" (a module), "-c" (code), "script" (a file), "" (none: stdin, or an interactive prompt)
+    what: str  # the module's name, the code, or the script's path
+    args: Tuple[str, ...]  # the words after it: the program's own arguments
+
+
+def invocation(argv: Tuple[str, ...]) -> Invocation:
+    """``argv`` of a Python interpreter read as Python reads it: its own options, then the program and its words."""
     flags, xopts = "", []
     words = list(argv[1:])
     while words:
         word = words.pop(0)
-        if not word.startswith("-") or word in ("-", "--"):
-            break
+        ended = word == "--"  # what follows is the script, even when it starts with a dash
+        if ended:
+            word = words.pop(0) if words else "-"
+        if word == "-":  # the program from stdin
+            return Invocation(flags, xopts, "", "", tuple(words))
+        if ended or not word.startswith("-"):
+            return Invocation(flags, xopts, "script", word, tuple(words))
         if word.startswith("--"):  # --check-hash-based-pycs MODE, --help...
             if word == "--check-hash-based-pycs" and words:
                 words.pop(0)
@@ -152,10 +167,16 @@ def interpreter_options(argv: Tuple[str, ...]) -> Tuple[str, List[str]]:
                 if letter == "X":
                     xopts.append(value)
                 if letter in "cm":
-                    return flags, xopts
+                    return Invocation(flags, xopts, f"-{letter}", value, tuple(words))
                 break
             flags += letter
-    return flags, xopts
+    return Invocation(flags, xopts, "", "", tuple(words))
+
+
+def interpreter_options(argv: Tuple[str, ...]) -> Tuple[str, List[str]]:
+    """(the single-letter flags, the ``-X`` options) given to the interpreter before the script, -c or -m."""
+    found = invocation(argv)
+    return found.flags, found.xopts
 
 
 def python_name(exe: str) -> Optional[Tuple[Optional[str], bool]]:
@@ -187,6 +208,23 @@ def ancestors(pid: int) -> List[int]:
             break
         out.append(pid)
     return out
+
+
+def children(pid: int) -> List[int]:
+    """The processes ``pid`` started and that still run (from each of its threads' ``children`` in /proc; none
+    where the kernel does not say)."""
+    found = set()
+    try:
+        tasks = os.listdir(path(pid, "task"))
+    except OSError:
+        return []
+    for task in tasks[:4096]:
+        try:
+            with open(os.path.join(path(pid, "task"), task, "children"), encoding="ascii") as handle:
+                found.update(int(word) for word in handle.read(1 << 20).split())
+        except (OSError, ValueError):
+            continue
+    return sorted(found)
 
 
 def matching(text: str, spared: Sequence[int] = ()) -> List[Process]:

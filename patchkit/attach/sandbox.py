@@ -96,11 +96,16 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
         time.sleep(POLL)
 
 
+def drops(ids: Optional[Ids]) -> bool:
+    """Whether :func:`run` would run as another user than this command's: only root drops to a job's user's ids."""
+    return ids is not None and os.geteuid() == 0 and ids.uid != 0
+
+
 def run(code: str, args: Sequence[str] = (), ids: Optional[Ids] = None, timeout: float = 20.0,
         limit: int = 1 << 16, warm: Sequence[str] = ()) -> Dict[str, Any]:
     """Run ``code`` (Python, which calls ``answer(dict)``) with ``sys.argv[1:] == args``, as ``ids`` (None, or
     when this command is not root: as this user); its answer, or :class:`SandboxError`."""
-    drop = list(ids[:2]) + [list(ids.groups)] if ids is not None and os.geteuid() == 0 and ids.uid != 0 else None
+    drop = list(ids[:2]) + [list(ids.groups)] if ids is not None and drops(ids) else None
     head = json.dumps({"ids": drop, "warm": list(warm), "own": INSTALL, "limit": limit})
     folder = tempfile.mkdtemp(prefix="patchkit-helper-")
     try:
