@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 import attach_helpers as helpers
-from patchkit.attach import agent, payload
-from patchkit.attach.agent import RUNTIME
+from patchkit.attach import payload
+from patchkit.runtime.attach import agent
+from patchkit.runtime.attach.agent import RUNTIME
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -177,7 +178,7 @@ def test_a_profiler_that_fails_to_start_leaves_the_job_running_its_own_code(job,
 CHILD = """\
 import json, sys, time
 import pkjob.train as train
-from patchkit.attach import agent
+from patchkit.runtime.attach import agent
 inner = vars(train.Trainer)["step_logged"].__closure__[0].cell_contents
 original = inner.__code__
 agent.attach(json.load(open(sys.argv[1])))
@@ -226,7 +227,7 @@ def test_the_job_s_own_ctrl_c_during_the_swap_is_given_back_and_nothing_stays_ch
     helpers.plain(site)
     spec = dict(spec_for(tmp_path, site), header="raise KeyboardInterrupt\n")
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    child = ("import json, sys, time\nimport pkjob.train as train\nfrom patchkit.attach import agent\n"
+    child = ("import json, sys, time\nimport pkjob.train as train\nfrom patchkit.runtime.attach import agent\n"
              "inner = vars(train.Trainer)['step_logged'].__closure__[0].cell_contents\noriginal = inner.__code__\n"
              "agent.attach(json.load(open(sys.argv[1])))\ntry:\n    time.sleep(2)\n    print('lost')\n"
              "except KeyboardInterrupt:\n    print('given back', inner.__code__ is original)\n")
@@ -369,7 +370,7 @@ class Tiny:
 
 
 if __name__ == "__main__":
-    from patchkit.attach import agent
+    from patchkit.runtime.attach import agent
 
     spec = json.load(open(sys.argv[1]))
     t, original = Tiny(), Tiny.training_step.__code__
@@ -448,7 +449,7 @@ def test_functions_gc_no_longer_finds_are_swapped_and_put_back_from_the_names_an
     """As on free-threaded 3.13 once a second thread has run (tests/test_attach_interpreters.py does it there):
     ``gc.get_referrers`` finds none of the functions made before; the attach reaches them by their names, and the
     undo puts back those it recorded, so the runtime goes only once the job's own code is back."""
-    from patchkit.attach import swap
+    from patchkit.runtime.attach import swap
 
     train, site = job
     monkeypatch.setattr(swap.gc, "get_referrers", lambda *objects: [])

@@ -16,8 +16,8 @@ import types
 import pytest
 
 import attach_helpers as helpers
-from patchkit.attach.decorate import Attribute, Cell, cells_holding, held_elsewhere, plan_wraps
-from patchkit.attach.swap import Refused
+from patchkit.runtime.attach.decorate import Attribute, Cell, cells_holding, held_elsewhere, plan_wraps
+from patchkit.runtime.attach.swap import Refused
 
 SOURCE = textwrap.dedent('''\
     import functools
@@ -296,7 +296,7 @@ def test_cells_are_found_down_the_decorators(module):
 CHILD = """\
 import json, sys, types
 sys.path.insert(0, sys.argv[2])
-from patchkit.attach.decorate import plan_wraps
+from patchkit.runtime.attach.decorate import plan_wraps
 source = open(sys.argv[1]).read()
 mod = types.ModuleType("deco_mod")
 mod.__file__ = sys.argv[1]

@@ -1,4 +1,4 @@
-"""A child forked while a recipe is attached runs the job's own code and records nothing (patchkit.attach.fork).
+"""A child forked while a recipe is attached runs the job's own code and records nothing (patchkit.runtime.attach.fork).
 
 A real CPU job, attached with gdb by ``patchkit attach``, forks at every step a child with ``os.fork`` and one with
 multiprocessing's ``fork`` start method; each child calls the target a few times (more than the window's steps)
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import attach_helpers as helpers
-from patchkit.attach import agent, fork
+from patchkit.runtime.attach import agent, fork
 from test_attach_agent import inner_of, job, spec_for, status, wait_state  # noqa: F401  (job: a fixture)
 
 gdb = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),

@@ -254,7 +254,7 @@ def test_the_next_steps_are_recorded_and_the_job_runs_on_with_its_own_code(setup
 SWAPS = textwrap.dedent('''\
     """The swap and its undo in this interpreter, on a module of every shape, after a thread has run."""
     import functools, gc, json, sys, threading, types
-    from patchkit.attach.swap import Calls, plan_swaps, put_back
+    from patchkit.runtime.attach.swap import Calls, plan_swaps, put_back
 
     SOURCE = """
     import functools

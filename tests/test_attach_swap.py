@@ -13,8 +13,8 @@ import types
 
 import pytest
 
-from patchkit.attach import swap as swap_module
-from patchkit.attach.swap import (Calls, Refused, Swap, code_at, find_live, functions_in, in_flight, plan_swaps,
+from patchkit.runtime.attach import swap as swap_module
+from patchkit.runtime.attach.swap import (Calls, Refused, Swap, code_at, find_live, functions_in, in_flight, plan_swaps,
                                   put_back, scope_name)
 
 SOURCE = textwrap.dedent('''\

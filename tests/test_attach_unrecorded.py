@@ -16,8 +16,9 @@ import pytest
 import attach_helpers as helpers
 from attach_helpers import Job, attach
 from doubles import DOUBLES_DIR
-from patchkit.attach import agent, payload
-from patchkit.attach.agent import RUNTIME
+from patchkit.attach import payload
+from patchkit.runtime.attach import agent
+from patchkit.runtime.attach.agent import RUNTIME
 
 REAL = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
                           reason=helpers.gdb_missing() or helpers.ptrace_denied() or "")

@@ -64,7 +64,7 @@ def stranger_python(stranger) -> str:
             continue
         try:
             done = subprocess.run([candidate, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                                   "import patchkit.attach.agent; print('%d.%d' % sys.version_info[:2])", str(REPO)],
+                                   "import patchkit.runtime.attach.agent; print('%d.%d' % sys.version_info[:2])", str(REPO)],
                                   user=stranger.uid, group=stranger.gid, extra_groups=[], capture_output=True,
                                   text=True, timeout=60, cwd="/")
         except PermissionError:  # in a folder only root may enter

@@ -23,10 +23,7 @@ The attaching side, in the command's process:
 - :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and
   each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
 
-Inside the job (standard library and :mod:`patchkit.runtime` only; an import-linter contract keeps it so):
-
-- :mod:`.agent`: checks, swaps in, watches, swaps back.
-- :mod:`.swap`: the live functions behind their decorators, their code objects swapped and swapped back.
-- :mod:`.decorate`: a recipe's decorators put where the job holds each decorated function, and taken off.
-- :mod:`.fork`: a child forked while attached gets the job's own code back and records nothing.
+What runs inside the job is :mod:`patchkit.runtime.attach` (the agent, the swap, the decorators, the fork
+guard and the lines gdb or ``sys.remote_exec`` hand the job), with the rest of the runtime: one place, held to
+the standard library and ``patchkit.runtime``/``patchkit.core`` by tests/test_layers.py.
 """

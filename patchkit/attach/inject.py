@@ -2,7 +2,7 @@
 
 Both hand the job the same few lines (:func:`bootstrap`), which its main thread runs between two bytecodes,
 never inside whatever call the process was stopped in: they read the request file, run it only if its
-sha256 is the one written into them, and import the agent (:mod:`patchkit.attach.agent`), which checks
+sha256 is the one written into them, and import the agent (:mod:`patchkit.runtime.attach.agent`), which checks
 everything and changes nothing on any refusal.  Whatever happens they return normally: the outer ``try``
 catches every exception, ``SystemExit`` included (``PyRun_SimpleString`` would exit the job on it, and a
 pending call that returned -1 would become a ``SystemError`` in the job).
@@ -39,68 +39,20 @@ LIMIT = 64 * 1024 * 1024  # a request is the instrumented text of a few modules:
 QUEUED = "PATCHKIT-QUEUED"
 NO_LIBRARY = "/proc"  # a folder no one can make a file in: gdb finds no libthread_db there to load
 
-BOOT = r'''import sys
+BOOT_FILE = "boot.py"  # in patchkit/runtime/attach: its text is what the job runs, with the call below
 
 
-def _status(out, record):
-    import json, os, tempfile
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".status-", dir=out)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle)
-        os.replace(tmp, os.path.join(out, "status.json"))
-    except Exception:
-        pass
+def boot_text() -> str:
+    """The text of :mod:`patchkit.runtime.attach.boot`, read from patchkit's own install (ASCII)."""
+    from patchkit.runtime import attach as in_job
 
-
-def _attach(path, digest, runtime_from, limit, out):
-    import hashlib, json, os, stat
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        _status(out, {"state": "refused", "pid": os.getpid(),
-                      "error": "the request was withdrawn before this process ran it"})
-        sys.stderr.write("[patchkit] attach: the request was withdrawn before this process ran it; nothing done\n")
-        return
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
-            raise PermissionError(path + " is not a private file of this user or root: not read")
-        data = handle.read(limit + 1)
-    if len(data) > limit or hashlib.sha256(data).hexdigest() != digest:
-        raise PermissionError(path + " is not the request patchkit attach wrote (its sha256 differs): not run")
-    agent = sys.modules.get("patchkit.attach.agent")
-    if agent is None:
-        added = bool(runtime_from) and "patchkit" not in sys.modules
-        if added:
-            sys.path.insert(0, runtime_from)
-        try:
-            import patchkit.attach.agent as agent
-        except ImportError as exc:
-            where = getattr(sys.modules.get("patchkit"), "__file__", None)
-            raise ImportError(f"{exc} (this job imports patchkit from {where}: install the same patchkit there)")
-        finally:
-            if added and runtime_from in sys.path:
-                sys.path.remove(runtime_from)
-    agent.attach(json.loads(data.decode("utf-8")))
-
-
-def _failed(out, exc):
-    _status(out, {"state": "failed", "error": type(exc).__name__ + ": " + str(exc),
-                  "pid": __import__("os").getpid()})
-    try:
-        sys.stderr.write("[patchkit] attach: " + type(exc).__name__ + ": " + str(exc) +
-                         "; nothing changed, the job runs on\n")
-    except BaseException:
-        pass
-    if isinstance(exc, KeyboardInterrupt):  # the job's own Ctrl-C: given back once these lines have returned
-        __import__("threading").Timer(0.05, __import__("_thread").interrupt_main).start()
-'''
+    with open(os.path.join(os.path.dirname(in_job.__file__), BOOT_FILE), encoding="ascii") as handle:
+        return handle.read()
 
 
 def bootstrap(f: Folder, runtime_from: str) -> str:
     """The lines the job runs: ASCII, no name left behind in ``__main__``, never an exception out of them."""
-    inner = BOOT + (f"\n\ntry:\n    _attach({ascii(f.request)}, {ascii(f.digest)}, {ascii(runtime_from)}, {LIMIT}, "
+    inner = boot_text() + (f"\n\ntry:\n    _attach({ascii(f.request)}, {ascii(f.digest)}, {ascii(runtime_from)}, {LIMIT}, "
                     f"{ascii(f.out)})\n"
                     f"except BaseException as exc:\n    _failed({ascii(f.out)}, exc)\n")
     return f"try:\n    exec({ascii(inner)}, {{'__name__': 'patchkit_attach'}})\nexcept BaseException:\n    pass\n"

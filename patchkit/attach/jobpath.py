@@ -16,7 +16,7 @@ executable it was started as and that file's ``pyvenv.cfg``), without running an
 
 :func:`find` is the first folder on it that holds a package.  What is read is a stranger's: every file is
 bounded, and a wrong guess costs nothing, since the job's agent checks that the module it imported is the file
-planned, byte for byte (:mod:`patchkit.attach.agent`).
+planned, byte for byte (:mod:`patchkit.runtime.attach.agent`).
 """
 
 from __future__ import annotations

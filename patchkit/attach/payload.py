@@ -8,7 +8,7 @@ each module's instrumented text, the sha256 of the file it was made from, and th
 in.  A file that has the recipe's lines already (applied) is refused.  A point that decorates its function
 (``on_exit``, a range around the method) cannot be added by swapping code: its target travels apart, with the
 text of the decorators the engine put above its ``def`` (:func:`decorators`), which the job puts where it holds
-the function (:mod:`patchkit.attach.decorate`); a nested function or a property's is refused here.
+the function (:mod:`patchkit.runtime.attach.decorate`); a nested function or a property's is refused here.
 
 :func:`folder` writes the request into a new private folder (``patchkit-attach-<pid>-*`` under the temporary
 folder, 0700, or 0711 when root attaches to another user's job): ``request-<id>.json`` (0600, owned by the
@@ -86,7 +86,7 @@ def _targets(points) -> List[tuple]:
 
 def decorators(rid: str, f, target) -> List[List[List[Any]]]:
     """For each definition of a decorated target in the instrumented text (in the file's order, as the job's
-    :func:`patchkit.attach.swap.code_at` finds them), its patchkit decorators as ``[line, expression]``, outermost
+    :func:`patchkit.runtime.attach.swap.code_at` finds them), its patchkit decorators as ``[line, expression]``, outermost
     first.  Refused here, before anything is injected: a nested function and a property's."""
     import ast
 

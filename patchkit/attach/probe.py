@@ -24,13 +24,13 @@ from patchkit.attach.process import AttachError, Process, where
 from patchkit.core.printable import printable
 
 INSTALL = sandbox.INSTALL  # where patchkit itself is imported from: the folder that holds the ``patchkit`` package
-RUNTIME = ("patchkit", "patchkit.runtime", "patchkit.attach.agent")  # what the job imports, as bootstrap does
+RUNTIME = ("patchkit", "patchkit.runtime", "patchkit.runtime.attach.agent")  # what the job imports, as bootstrap does
 
 IMPORTS = r'''
 out = {}
 try:
     sys.path.insert(0, sys.argv[1])
-    import patchkit, patchkit.runtime, patchkit.attach.agent
+    import patchkit, patchkit.runtime, patchkit.runtime.attach.agent
     patchkit.runtime.require(int(sys.argv[2]))
     out["patchkit"] = str(patchkit.__file__)
 except BaseException as exc:

@@ -8,7 +8,8 @@ once), :mod:`.ranges` (range and mark points), :mod:`.ondemand` (``schedule.trig
 is) found by :mod:`.finder`, handed the :mod:`.settings` every backend takes, whose code for a capture is a
 :mod:`.program` run at the moments :mod:`.schedule` says, with a capture's role in its file names
 (:mod:`.roles`); whether a backend can record in this process at all (its library, its device) is
-:mod:`.ready`, which ``patchkit attach`` asks before changing anything in a job.  The record it writes
+:mod:`.ready`, which ``patchkit attach`` asks before changing anything in a job; ``attach/`` is what
+``patchkit attach`` runs in a job (:mod:`patchkit.runtime.attach`).  The record it writes
 beside each capture is :mod:`patchkit.core.manifest`.  Standard library only, until a profiler is created.
 
 A patched module does, at import::

@@ -5,18 +5,18 @@ its file is the one planned (sha256) and the one the job loaded (every function 
 compiled afresh; a compiled copy, when there is one, records the file's size and time), each target is
 found alive and its instrumented twin has the same free variables.  Then it configures the runtime for the
 recipe (fresh: a recipe attached before starts again), puts ``_patchkit_runtime`` in the module's namespace,
-swaps the code objects (:mod:`patchkit.attach.swap`) and puts the recipe's decorators (``on_exit``, a range
-around a method) where the job holds each decorated function (:mod:`patchkit.attach.decorate`).  A refusal or a
+swaps the code objects (:mod:`patchkit.runtime.attach.swap`) and puts the recipe's decorators (``on_exit``, a range
+around a method) where the job holds each decorated function (:mod:`patchkit.runtime.attach.decorate`).  A refusal or a
 failure is written to the channel and said in one line on stderr; the job runs on with its own code.
 
 A daemon thread then watches, every :data:`POLL` seconds (while the window waits, the status says the calls of
-the instrumented code since it went in: :class:`~patchkit.attach.swap.Calls`): when the recipe's capture is over
+the instrumented code since it went in: :class:`~patchkit.runtime.attach.swap.Calls`): when the recipe's capture is over
 (its window closed, or it never starts here: not a listed rank), when ``detach`` appears in the channel or the
 channel goes (the attaching command ended), it swaps the originals back, and removes ``_patchkit_runtime`` once
-no function has instrumented code and no frame runs it (:func:`~patchkit.attach.swap.put_back`); else it stays.
+no function has instrumented code and no frame runs it (:func:`~patchkit.runtime.attach.swap.put_back`); else it stays.
 A detach asked mid-window ends the capture at its next step, in its own thread, so the window is flushed
 (:func:`patchkit.runtime.close`).  A child forked while attached gets the job's
-own code back and records nothing (:mod:`patchkit.attach.fork`).  Standard library only.
+own code back and records nothing (:mod:`patchkit.runtime.attach.fork`).  Standard library only.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ import tempfile
 import threading
 import time
 
-from patchkit.attach.decorate import plan_wraps
-from patchkit.attach.fork import ACTIVE, watch_forks
-from patchkit.attach.swap import Calls, CodeType, Refused, functions_in, in_flight, plan_swaps, put_back, scope_name
+from patchkit.runtime.attach.decorate import plan_wraps
+from patchkit.runtime.attach.fork import ACTIVE, watch_forks
+from patchkit.runtime.attach.loaded import changed_function, pyc_problem
+from patchkit.runtime.attach.swap import Calls, Refused, in_flight, plan_swaps, put_back, scope_name
 
 POLL = 0.05
 TELL = 1.0  # seconds between two statuses that only say a new count of calls
@@ -91,50 +92,6 @@ def give_back_interrupt():
     import _thread
 
     threading.Timer(0.05, _thread.interrupt_main).start()
-
-
-def pyc_problem(module, path, source):
-    """Why the compiled copy of the module says its file changed since it was compiled; "" if it does not."""
-    import importlib.util
-
-    cached = getattr(getattr(module, "__spec__", None), "cached", None)
-    try:
-        with open(cached, "rb") as handle:
-            head = handle.read(16)
-        st = os.stat(path)
-    except (OSError, TypeError):
-        return ""  # no compiled copy (read-only folder, -B): the code objects decide alone
-    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
-        return ""
-    flags = int.from_bytes(head[4:8], "little")
-    if flags & 1:  # a hash-based .pyc
-        return "" if head[8:16] == importlib.util.source_hash(source) else "its source hash"
-    mtime, size = int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")
-    if (mtime, size) != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF):
-        return f"its size and time ({size} bytes, {mtime}) against the file's ({st.st_size} bytes, {int(st.st_mtime)})"
-    return ""
-
-
-def changed_function(module, original, path):
-    """The first function of the module (or of a class it defines) that no longer matches the file ("" if none)."""
-    fresh = {}
-    for code in [original] + [c for c in original.co_consts if isinstance(c, CodeType)]:
-        for c in code.co_consts:
-            if isinstance(c, CodeType):
-                fresh.setdefault(getattr(c, "co_qualname", c.co_name), []).append(c)  # 3.10: the name
-    for value in list(vars(module).values()):
-        holders = [value]
-        if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
-            holders = list(vars(value).values())
-        for item in holders:
-            for fn in functions_in(item):
-                code = fn.__code__
-                if os.path.realpath(code.co_filename) != path:
-                    continue
-                name = getattr(code, "co_qualname", code.co_name)
-                if name in fresh and not any(code == c for c in fresh[name]):
-                    return f"{name} differs"
-    return ""
 
 
 class Attachment:

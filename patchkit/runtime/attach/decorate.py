@@ -1,7 +1,7 @@
 """In the job: a recipe's decorators (``at: on_exit``, a range around a method) put on a live function where
 ``apply``'s text has them, and taken off again.
 
-Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.attach.agent`): standard library only.
+Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.runtime.attach.agent`): standard library only.
 
 A decorator cannot be added by swapping code: it is a call around the function.  The engine writes a decorating
 point as the innermost decorator, right above the ``def`` and below the function's own decorators, so that an
@@ -31,7 +31,7 @@ from __future__ import annotations
 import sys
 import types
 
-from patchkit.attach.swap import DEPTH, SUSPENDABLE, FunctionType, Refused, find_live, holder, scope_name
+from patchkit.runtime.attach.swap import DEPTH, SUSPENDABLE, FunctionType, Refused, find_live, holder, scope_name
 
 PROPERTIES = (property,)
 

@@ -11,7 +11,7 @@ touching its profiler) and forgets the attachments.  The parent's attachment is 
 nothing to the attaching command's channel.  ``_patchkit_runtime`` stays in the module: a frame of instrumented
 code may be on the forking thread's stack, and its calls into a finished recipe cost nothing.
 
-Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.attach.agent`): standard library and
+Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.runtime.attach.agent`): standard library and
 :mod:`patchkit.runtime` only.
 """
 

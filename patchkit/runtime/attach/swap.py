@@ -1,6 +1,6 @@
 """In the job: a recipe's target functions found alive, their instrumented code checked, swapped in, swapped back.
 
-Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.attach.agent`): standard library only.
+Runs inside the process ``patchkit attach`` got into (see :mod:`patchkit.runtime.attach.agent`): standard library only.
 
 A target is named as the recipe names it: ``(class, method, nested)``, the class None for a module-level
 function and ``nested`` a function defined inside it (a closure).  The module's file is compiled twice here,

@@ -1,0 +1,13 @@
+"""What ``patchkit attach`` runs inside a job: standard library, ``patchkit.runtime`` and ``patchkit.core`` only.
+
+- :mod:`.boot`: the lines gdb or ``sys.remote_exec`` hands the job (a real module: the attaching command sends
+  its text, with the request's path and sha256): read the hash-checked request, import the agent, never raise.
+- :mod:`.agent`: checks, swaps in, watches, swaps back.
+- :mod:`.loaded`: whether the module the job imported is still the file on disk, as the job loaded it.
+- :mod:`.swap`: the live functions behind their decorators, their code objects swapped and swapped back.
+- :mod:`.decorate`: a recipe's decorators put where the job holds each decorated function, and taken off.
+- :mod:`.fork`: a child forked while attached gets the job's own code back and records nothing.
+
+The attaching side is :mod:`patchkit.attach`; tests/test_layers.py holds everything under
+:mod:`patchkit.runtime` to an allow-list of imports.
+"""
