@@ -43,7 +43,7 @@ class Session:
         self.calls.append("close")
 
 
-LAUNCHER = ("refused", {"error": "the job has not imported pkjob.train (yet?)"})
+LAUNCHER = ("refused", {"error": "the job has not imported pkjob.train (yet?)", "reason": "not imported"})
 
 
 def test_every_window_is_waited_for_and_each_change_told():

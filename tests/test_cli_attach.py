@@ -229,7 +229,7 @@ def test_each_process_is_said_once_attached_even_when_first_seen_recording_and_a
     status = {"targets": ["m:Trainer.fit"], "functions": 1, "steps": 2, "running": ["Trainer.fit"]}
     said(NS(pid=7, state="recording", status=status))
     said(NS(pid=7, state="restored", status=dict(status, original_code=True, why="the window closed", captures=[])))
-    said(NS(pid=8, state="refused", status={"error": "the job has not imported m (yet?): attach when it has"}))
+    said(NS(pid=8, state="refused", status={"error": "the job has not imported m (yet?): attach when it has", "reason": "not imported"}))
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "pid 7: attached (m:Trainer.fit: 1 function(s)); recording the next 2 step(s) from the next call"
     assert lines[1].startswith("pid 7: note: Trainer.fit is running now and keeps its own code until it returns")

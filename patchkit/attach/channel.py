@@ -30,8 +30,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 from patchkit.core.confined import Refused, kind, open_regular, size_text
 from patchkit.core.printable import printable
+from patchkit.runtime.attach.protocol import WRITTEN, Reason
 
-STATES = ("attached", "recording", "closing", "restored", "refused", "failed")  # what an agent writes
+STATES = tuple(s.value for s in WRITTEN)  # what an agent writes
+REASONS = {r.value for r in Reason}
 UNREADABLE = "unreadable"
 OUT, STATUS, DETACH = "out", "status.json", "detach"
 LIMIT = 1 << 20  # an agent's status is a few KiB
@@ -229,7 +231,8 @@ def captures(value: Any) -> Optional[List[Dict[str, Any]]]:
 FIELDS: Dict[str, Callable[[Any], Any]] = {
     "pid": number, "recipe": text, "id": text, "time": moment, "attached_at": moment, "targets": texts(),
     "steps": number, "functions": number, "calls": count, "running": texts(NAME, 20), "why": lambda v: text(v, TEXT),
-    "error": lambda v: text(v, TEXT), "original_code": flag, "clean": flag, "captures": captures}
+    "error": lambda v: text(v, TEXT), "original_code": flag, "clean": flag, "captures": captures,
+    "reason": lambda v: v if isinstance(v, str) and v in REASONS else None}
 
 
 def _fields(data: Dict[str, Any], fields: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:

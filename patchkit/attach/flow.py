@@ -25,10 +25,11 @@ from patchkit.attach.records import DONE
 from patchkit.attach.session import Attached, Session
 from patchkit.core.errors import PatchkitError
 from patchkit.core.printable import printable
+from patchkit.runtime.attach import protocol
+from patchkit.runtime.attach.protocol import Reason, State
 
-SKIPPED = "has not imported"  # the agent's refusal of a process that does not run the recipe's code
-IN = ("attached", "recording", "closing")  # the code is in: a window waits, is open, or is closing
-FAILED = ("refused", "failed", "no answer", "gone")
+IN = protocol.IN  # the code is in: a window waits, is open, or is closing
+FAILED = protocol.FAILING
 
 
 def passed_over(a: Attached, match: Optional[str]) -> bool:
@@ -38,7 +39,12 @@ def passed_over(a: Attached, match: Optional[str]) -> bool:
     failed or ended still brings every process out: the ranks of one job record together, or none does."""
     if not match or a.state not in FAILED:
         return False
-    return a.state == "no answer" or SKIPPED in str(a.status.get("error")) or not _own(a)
+    return a.state == State.NO_ANSWER or skipped(a.status) or not _own(a)
+
+
+def skipped(status: Dict[str, Any]) -> bool:
+    """The agent refused because the job does not run the recipe's code (it has not imported its module)."""
+    return status.get("reason") == Reason.NOT_IMPORTED
 
 
 def _own(a: Attached) -> bool:
@@ -46,12 +52,12 @@ def _own(a: Attached) -> bool:
     return target is None or target.proc.uid == os.geteuid()
 
 
-def why_passed(state: str, error: object) -> str:
-    """Why a process in ``state`` (its agent's ``error``) was passed over, as said on its line."""
+def why_passed(state: str, error: object, reason: object = None) -> str:
+    """Why a process in ``state`` (its agent's ``error`` and ``reason``) was passed over, as said on its line."""
     if state == "no answer":
         return (f"no answer: {error} (its main thread is blocked in a call, or stopped?); the request was withdrawn, "
                 "nothing changed")
-    return str(error) if state == "passed over" or SKIPPED in str(error) else f"{state}: {error}"
+    return str(error) if state == "passed over" or reason == Reason.NOT_IMPORTED else f"{state}: {error}"
 
 
 def ended_well(a: Attached) -> bool:
@@ -128,7 +134,7 @@ def run(s: Session, on_change: Optional[Callable[[Attached], None]] = None, time
         s.detach(on_change)
         s.close()
         raise nothing_left([(p.pid, p.why) for p in getattr(s, "passed", ())] +
-                           [(a.pid, why_passed(a.state, a.status.get("error"))) for a in s.attached])
+                           [(a.pid, why_passed(a.state, a.status.get("error"), a.status.get("reason"))) for a in s.attached])
     if bad or not any(a.state in IN + ("restored",) for a in s.attached):
         s.detach(on_change)
         s.close()

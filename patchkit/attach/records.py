@@ -17,9 +17,10 @@ from patchkit.attach import channel, payload
 from patchkit.attach.process import AttachError, read, where
 from patchkit.core import private
 from patchkit.core.errors import PatchkitError
+from patchkit.runtime.attach import protocol
 
 POLL = 0.05
-DONE = ("restored", "refused", "failed", "gone", "no answer", "handed over")
+DONE = protocol.DONE
 RECORDS = "attached"
 
 

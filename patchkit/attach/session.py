@@ -24,10 +24,11 @@ from patchkit.attach.passover import CHECKS, Passed, checked, for_every_process,
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.attach.records import DONE, POLL, ask_detach, read_status, records_dir, write_record
 from patchkit.core.errors import PatchkitError
+from patchkit.runtime.attach import protocol
 
 
 
-ORDER = ("queued", "attached", "recording", "closing")  # the agent's states in the order it writes them
+ORDER = protocol.ORDER  # the agent's states in the order it writes them
 
 
 class Attached:

@@ -45,7 +45,8 @@ class Said:
         from patchkit.attach import flow
 
         if flow.passed_over(a, self.match):
-            return say(printable(f"pid {a.pid}: passed over: {flow.why_passed(a.state, a.status.get('error'))}"))
+            return say(printable(f"pid {a.pid}: passed over: "
+                                 f"{flow.why_passed(a.state, a.status.get('error'), a.status.get('reason'))}"))
         if a.state in flow.IN + ("restored",) and a.pid not in self.told and a.status.get("targets"):
             self.told.add(a.pid)
             say(printable(process_line(a.pid, "attached", a.status)))
@@ -216,7 +217,7 @@ def _said_node(r) -> None:
     say(printable(f"{r.node}  {r.state}" + (f": {message}" if message else "")))
     for p in r.processes:
         if p["passed_over"]:
-            line = f"pid {p['pid']}: passed over: {why_passed(p['state'], p['error'])}"
+            line = f"pid {p['pid']}: passed over: {why_passed(p['state'], p['error'], p.get('reason'))}"
         elif p["state"] == "matched":
             line = f"pid {p['pid']}: matched, not attached; {p['command'][:120]}"
         else:

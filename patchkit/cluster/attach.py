@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from patchkit.core.errors import PatchkitError
+from patchkit.runtime.attach.protocol import Reason
 
 RECORDED = "recorded"  # every process it attached gave the job its own code back, with its window recorded
 NOTHING_MATCHED = "nothing matched"  # no process of the node has TEXT in its command line
@@ -34,6 +35,7 @@ NO_ANSWER = "no answer"  # after Ctrl-C, the driver stopped waiting for it
 STATES = (RECORDED, NOTHING_MATCHED, NOTHING_TO_ATTACH, REFUSED, INCOMPLETE, DETACHED, FAILED, NO_ANSWER)
 EMPTY = (NOTHING_MATCHED, NOTHING_TO_ATTACH)
 
+REASONS = {r.value for r in Reason}  # why an agent refused, as the node's answer may say it
 TEXT, LONG, MANY = 300, 4000, 4096  # bounds on what a node's answer may hold: a field, a message, a list
 
 
@@ -124,7 +126,7 @@ def _here(job: Dict[str, Any]) -> Dict[str, Any]:
 def _process(a, match: Optional[str]) -> Dict[str, Any]:
     from patchkit.attach.flow import passed_over
 
-    keep = ("attached_at", "why", "captures", "error", "targets", "functions", "original_code", "steps")
+    keep = ("attached_at", "why", "captures", "error", "targets", "functions", "original_code", "steps", "reason")
     return dict({k: a.status.get(k) for k in keep}, pid=a.pid, state=a.state, passed_over=passed_over(a, match),
                 command=a.target.proc.command[:TEXT], python=a.target.python.shown, way=a.target.way)
 
@@ -257,6 +259,7 @@ def _checked_process(p: Any) -> Optional[Dict[str, Any]]:
     return {"pid": p["pid"], "state": _text(p.get("state"), 40) or "?", "passed_over": p.get("passed_over") is True,
             "command": _text(p.get("command")), "python": _text(p.get("python")), "way": _text(p.get("way"), 40),
             "why": _text(p.get("why")), "error": _text(p.get("error"), LONG),
+            "reason": p["reason"] if isinstance(p.get("reason"), str) and p["reason"] in REASONS else None,
             "targets": [_text(t) for t in _list(p.get("targets")) if isinstance(t, str)],
             "functions": _int(p.get("functions")), "steps": _int(p.get("steps")),
             "original_code": p.get("original_code") if isinstance(p.get("original_code"), bool) else None,

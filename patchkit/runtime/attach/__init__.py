@@ -7,6 +7,7 @@
 - :mod:`.swap`: the live functions behind their decorators, their code objects swapped and swapped back.
 - :mod:`.decorate`: a recipe's decorators put where the job holds each decorated function, and taken off.
 - :mod:`.fork`: a child forked while attached gets the job's own code back and records nothing.
+- :mod:`.protocol`: the states and refusal reasons the agent and the attaching command share, typed.
 
 The attaching side is :mod:`patchkit.attach`; tests/test_layers.py holds everything under
 :mod:`patchkit.runtime` to an allow-list of imports.

@@ -32,6 +32,7 @@ import time
 from patchkit.runtime.attach.decorate import plan_wraps
 from patchkit.runtime.attach.fork import ACTIVE, watch_forks
 from patchkit.runtime.attach.loaded import changed_function, pyc_problem
+from patchkit.runtime.attach.protocol import Reason, State
 from patchkit.runtime.attach.swap import Calls, Refused, in_flight, plan_swaps, put_back, scope_name
 
 POLL = 0.05
@@ -74,13 +75,13 @@ def attach(spec):
         current = ACTIVE.get(spec["recipe"])
         if current is not None:
             raise Refused(f"{spec['recipe']} is attached already (by request {current.spec['id']}): "
-                          f"`patchkit detach {os.getpid()}` first")
+                          f"`patchkit detach {os.getpid()}` first", Reason.ATTACHED)
         Attachment(spec, channel, base).start()
     except Refused as exc:
-        channel.write(dict(base, state="refused", error=str(exc), time=time.time()))
+        channel.write(dict(base, state=State.REFUSED.value, reason=exc.reason.value, error=str(exc), time=time.time()))
         say(f"{exc}; nothing changed, the job runs on")
     except BaseException as exc:  # noqa: BLE001 - whatever it is, the job must run on
-        channel.write(dict(base, state="failed", error=f"{type(exc).__name__}: {exc}", time=time.time()))
+        channel.write(dict(base, state=State.FAILED.value, error=f"{type(exc).__name__}: {exc}", time=time.time()))
         say(f"failed ({type(exc).__name__}: {exc}); the job runs on with its own code")
         if isinstance(exc, KeyboardInterrupt):
             give_back_interrupt()
@@ -111,26 +112,27 @@ class Attachment:
         module = sys.modules.get(name)
         if module is None:
             raise Refused(f"the job has not imported {name} (yet?): attach when it has, or pick the recipe of "
-                          "the code it runs")
+                          "the code it runs", Reason.NOT_IMPORTED)
         if RUNTIME in vars(module):
             raise Refused(f"{name} runs with patchkit's lines already (applied, or `patchkit run`): ask it with "
-                          "`patchkit capture` (schedule.trigger=manual) instead")
+                          "`patchkit capture` (schedule.trigger=manual) instead", Reason.APPLIED)
         named = getattr(module, "__file__", None) or ""
         loaded = os.path.realpath(named) if named else ""
         if loaded != path:
             top = loaded[: -len(entry["relpath"])].rstrip("/") if loaded.endswith(entry["relpath"]) else ""
             runs = f"the job runs {loaded or 'no file'} as its script (__main__)" if name == "__main__" else \
                 f"the job imported {name} from {loaded or 'no file'}"
-            raise Refused(f"{runs}, not {path} that patchkit planned" + (f": pass --root {top}" if top else ""))
+            raise Refused(f"{runs}, not {path} that patchkit planned" + (f": pass --root {top}" if top else ""),
+                          Reason.NOT_PLANNED)
         with open(path, "rb") as handle:
             source = handle.read()
         if hashlib.sha256(source).hexdigest() != entry["sha256"]:
-            raise Refused(f"{path} changed since patchkit attach read it; try again")
+            raise Refused(f"{path} changed since patchkit attach read it; try again", Reason.NOT_PLANNED)
         original = compile(source, named, "exec", dont_inherit=True)
         changed = pyc_problem(module, path, source) or changed_function(module, original, path)
         if changed:
             raise Refused(f"{path} changed on disk since the job imported it ({changed}): its instrumented text "
-                          "would not be the job's code; restart the job to profile the new file")
+                          "would not be the job's code; restart the job to profile the new file", Reason.NOT_PLANNED)
         instrumented = compile(entry["instrumented"], named, "exec", dont_inherit=True)
         swaps, wraps = [], []
         for target in entry["targets"]:
@@ -156,7 +158,7 @@ class Attachment:
 
         unready = refusal(self.recipe)  # its backend's library and device, asked before anything changes
         if unready:
-            raise Refused(unready)
+            raise Refused(unready, Reason.BACKEND)
         done = self.swaps  # filled as each goes in: a child forked meanwhile (another thread) puts these back
         self.runtime = runtime
         watch_forks()
@@ -200,13 +202,13 @@ class Attachment:
         """The status while the window waits: ``calls`` since the code went in, at most every :data:`TELL` s."""
         count = self.calls.count
         self.told = (count, time.time())
-        self.report("attached", running=self.running, **({} if count is None else {"calls": count}))
+        self.report(State.ATTACHED, running=self.running, **({} if count is None else {"calls": count}))
 
     def report(self, state, **extra):
         self.state = state
         captures = [dict(r, traces=[os.path.abspath(t) for t in r["traces"]])  # the job's folder: said elsewhere
                     for r in self.runtime_report() if r["key"].partition("/")[0] == self.recipe]
-        self.channel.write(dict(self.base, state=state, time=time.time(), attached_at=self.attached_at,
+        self.channel.write(dict(self.base, state=State(state).value, time=time.time(), attached_at=self.attached_at,
                                 targets=self.targets, steps=self.spec["steps"], captures=captures,
                                 functions=sum(len(s.functions) for s in self.swaps), **extra))
 
@@ -241,7 +243,7 @@ class Attachment:
             if state != "waiting":
                 self.calls.stop()
             if state == "running" and self.state == "attached":
-                self.report("recording")
+                self.report(State.RECORDING)
             elif self.state == "attached" and self.calls.count != self.told[0] and time.time() - self.told[1] > TELL:
                 self.tell()
             if state == "over":
@@ -252,7 +254,7 @@ class Attachment:
                 if not self.runtime.close(self.recipe, f"patchkit detach ({self.detach_why})"):
                     if self.capture_state() != "running":  # close() refuses new starts: none can begin now
                         return self.restore(self.detach_why)
-                self.report("closing")
+                self.report(State.CLOSING)
 
     def restore(self, why):
         self.calls.stop()
@@ -261,11 +263,11 @@ class Attachment:
         kept = [s.scope for s in self.swaps if getattr(s, "replaced", False)]
         if kept:  # a decorated attribute that something else replaced meanwhile: it stays
             why += f"; {', '.join(kept)} was replaced in the job meanwhile, and is left as it is"
-        self.report("restored", why=why, original_code=ok)
+        self.report(State.RESTORED, why=why, original_code=ok)
         left = put_back(self.swaps, HOLD, POLL)  # what still reads the name: removed, it would fail (NameError)
         if left:
             said = f"{why}; the recipe's code is still in the job ({', '.join(left)}): {RUNTIME} stays until it is out"
-            self.report("restored", why=said, original_code=all(s.restored() for s in self.swaps), clean=False)
+            self.report(State.RESTORED, why=said, original_code=all(s.restored() for s in self.swaps), clean=False)
             say(f"{self.recipe}: {said}")
         while left:
             time.sleep(LATER)
@@ -275,5 +277,5 @@ class Attachment:
                 del vars(module)[RUNTIME]
         if ACTIVE.get(self.recipe) is self:  # (a test's fixture may have let another attach of the recipe in)
             del ACTIVE[self.recipe]
-        self.report("restored", why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
+        self.report(State.RESTORED, why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
         say(f"{self.recipe}: {why}; the job's own code is back ({', '.join(self.targets)})")

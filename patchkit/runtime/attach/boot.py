@@ -27,7 +27,7 @@ def _attach(path, digest, runtime_from, limit, out):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        _status(out, {"state": "refused", "pid": os.getpid(),
+        _status(out, {"state": "refused", "reason": "withdrawn", "pid": os.getpid(),
                       "error": "the request was withdrawn before this process ran it"})
         sys.stderr.write("[patchkit] attach: the request was withdrawn before this process ran it; nothing done\n")
         return

@@ -32,6 +32,8 @@ import sys
 import time
 import types
 
+from patchkit.runtime.attach.protocol import Reason
+
 FunctionType = types.FunctionType
 CodeType = types.CodeType
 SUSPENDABLE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
@@ -39,7 +41,12 @@ DEPTH = 4  # decorators wrapped in decorators: how deep a closure is searched fo
 
 
 class Refused(Exception):
-    """Why nothing may change in the job (the message says it and what to do)."""
+    """Why nothing may change in the job (the message says it and what to do; ``reason``, a
+    :class:`~patchkit.runtime.attach.protocol.Reason`, says it to the attaching command)."""
+
+    def __init__(self, message, reason=Reason.OTHER):
+        super().__init__(message)
+        self.reason = reason
 
 
 def scope_name(target):
