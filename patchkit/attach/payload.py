@@ -59,7 +59,7 @@ def request(s: Settings, steps: int, root: Optional[str] = None, versions=(False
     from patchkit.hook.editfree import module_name
     from patchkit.state.planning import plan
 
-    p = plan(s, root, *versions)
+    p = plan(s, root, *versions, scopes_only=True)  # the job swaps the target functions alone
     modules: List[Dict[str, Any]] = []
     for f in p.files:
         if not f.changes or f"# {MARKER}:" in f.text:

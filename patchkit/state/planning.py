@@ -71,13 +71,15 @@ class Plan(NamedTuple):
 
 
 def plan(settings: Settings, root: Optional[str] = None, skip_version_check: bool = False,
-         strict_versions: Optional[bool] = None) -> Plan:
+         strict_versions: Optional[bool] = None, scopes_only: bool = False) -> Plan:
     """Find the files, pick the first candidate where every point resolves, transform it.
 
     A version past the recipe's proven range is planned like one inside it (the points must fit), with
     ``Plan.version_note`` saying so; ``strict_versions`` (None: ``$PATCHKIT_STRICT_VERSIONS``) refuses it.
     ``skip_version_check`` lets any refused version through (the refusal is kept in ``Plan.version_skipped``);
-    the points must still resolve in the files.
+    the points must still resolve in the files.  ``scopes_only`` (attach): each file is transformed with only the
+    functions its points are in (:func:`_scoped`), lines kept in place; a file's ``result.text`` is then the
+    instrumented text of those functions, not of the file.
     """
     recipe = settings.recipe
     installed = locate(recipe.target, root)
@@ -89,7 +91,7 @@ def plan(settings: Settings, root: Optional[str] = None, skip_version_check: boo
             raise
         skipped = exc.message
     try:
-        return _planned(settings, installed, skipped)._replace(version_note=note)
+        return _planned(settings, installed, skipped, scopes_only)._replace(version_note=note)
     except PatchkitError as exc:
         if skipped:  # the plan failed further on: the error still says what the skipped check let through
             exc.warnings.append(skipped_note(skipped))
@@ -101,14 +103,14 @@ def skipped_note(refusal: str) -> str:
     return f"version check skipped (--skip-version-check): {refusal}"
 
 
-def _planned(settings: Settings, installed: Installed, skipped: str) -> Plan:
+def _planned(settings: Settings, installed: Installed, skipped: str, scopes_only: bool = False) -> Plan:
     from patchkit.state import gitrepo  # here and below, not at the top: show names the files and reads none
 
     seen: Dict[tuple, FilePlan] = {}  # each candidate is read and transformed once per plan
-    chosen = _chosen(settings, installed, seen)
+    chosen = _chosen(settings, installed, seen, scopes_only)
     result = Plan(settings, installed, [], skipped)
     for relpath, points in chosen.items():
-        f = _file_plan(settings, installed, relpath, points, seen)
+        f = _file_plan(settings, installed, relpath, points, seen, scopes_only)
         if isinstance(f.result, CannotApply):  # two groups of points chose one file and do not fit together
             raise AnchorError(f.result.reason, Location(str(f.path), f.result.line, f.result.col),
                               f.result.hint or "this file does not have the shape the recipe expects")
@@ -119,11 +121,12 @@ def _planned(settings: Settings, installed: Installed, skipped: str) -> Plan:
     return result
 
 
-def _chosen(settings: Settings, installed: Installed, seen: Dict[tuple, FilePlan]) -> Dict[str, List[Point]]:
+def _chosen(settings: Settings, installed: Installed, seen: Dict[tuple, FilePlan],
+            scopes_only: bool = False) -> Dict[str, List[Point]]:
     """The file picked among each group of candidates (the first where all its points resolve), with its points."""
     chosen: Dict[str, List[Point]] = {}
     for candidates, points in _groups(settings).items():
-        chosen.setdefault(_choose(settings, installed, candidates, points, seen), []).extend(points)
+        chosen.setdefault(_choose(settings, installed, candidates, points, seen, scopes_only), []).extend(points)
     return chosen
 
 
@@ -196,7 +199,7 @@ def own_dependency(settings: Settings) -> Optional[str]:
 
 
 def _file_plan(settings: Settings, installed: Installed, relpath: str, points: Sequence[Point],
-               seen: Dict[tuple, FilePlan]) -> FilePlan:
+               seen: Dict[tuple, FilePlan], scopes_only: bool = False) -> FilePlan:
     key = (relpath, tuple(map(id, points)))
     if key in seen:
         return seen[key]
@@ -220,9 +223,19 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
     _check_no_foreign_marks(text, path)
     from patchkit.engine import codemod as engine  # the engine (and libcst) only for commands that transform
 
-    outcome = engine.transform(text, settings, points, str(path))
+    outcome = engine.transform(_scoped(text, points) if scopes_only else text, settings, points, str(path))
+    if scopes_only and isinstance(outcome, CannotApply):  # said as the whole file says it
+        outcome = engine.transform(text, settings, points, str(path))
     seen[key] = FilePlan(path, relpath, data, encoding, text, outcome, tuple(points), via)
     return seen[key]
+
+
+def _scoped(text: str, points: Sequence[Point]) -> str:
+    """Only the functions the points are in (:func:`patchkit.engine.scopes.only`): what ``scopes_only`` plans on,
+    for ``patchkit attach``, which swaps those functions' code alone; its ``result.text`` is then not a file."""
+    from patchkit.engine.scopes import only
+
+    return only(text, points)
 
 
 def _root_of(path: Path, relpath: str) -> Path:
@@ -251,12 +264,12 @@ def _check_no_foreign_marks(text: str, path: Path) -> None:
 
 
 def _choose(settings: Settings, installed: Installed, candidates: Sequence[str], points: List[Point],
-            seen: Dict[tuple, FilePlan]) -> str:
+            seen: Dict[tuple, FilePlan], scopes_only: bool = False) -> str:
     failures: List[Tuple[Path, CannotApply]] = []
     for relpath in candidates:
         if not (installed.root / relpath).is_file():
             continue
-        f = _file_plan(settings, installed, relpath, points, seen)
+        f = _file_plan(settings, installed, relpath, points, seen, scopes_only)
         if not isinstance(f.result, CannotApply):
             return relpath
         failures.append((f.path, f.result))
