@@ -20,6 +20,7 @@ import attach_helpers as helpers
 from patchkit.attach import payload
 from patchkit.runtime.attach import agent
 from patchkit.runtime.attach.agent import RUNTIME
+from script_helpers import script_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -386,20 +387,6 @@ if __name__ == "__main__":
     print(json.dumps({"swapped": swapped, "back": Tiny.training_step.__code__ is original, "losses": t.losses,
                       "left": "_patchkit_runtime" in globals()}))
 """
-SCRIPT_RECIPE = """\
-id: ts
-description: a step in a script
-target:
-  script: train.py
-backend: torch
-profiler:
-  contents: [cpu]
-  save_path: {save}
-points:
-  - class: Tiny
-    method: training_step
-    at: method_start
-"""
 
 
 def test_a_script_s_own_class_is_attached_in_its_main_and_its_code_comes_back(tmp_path):
@@ -408,7 +395,7 @@ def test_a_script_s_own_class_is_attached_in_its_main_and_its_code_comes_back(tm
     job = tmp_path / "job"
     job.mkdir()
     (job / "train.py").write_text(SCRIPT_JOB)
-    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE.format(save=tmp_path / "traces"))
+    (tmp_path / "ts.yaml").write_text(script_recipe(save=tmp_path / "traces"))
     s = payload.settings(str(tmp_path / "ts.yaml"), [], None, 2)
     spec = dict(payload.request(s, 2, str(job)), id="t", channel=tempfile.mkdtemp(dir=tmp_path), runtime_from="")
     (tmp_path / "spec.json").write_text(json.dumps(spec))
@@ -430,7 +417,7 @@ def test_a_script_other_than_the_planned_one_is_refused_in_the_job(tmp_path):
     other.mkdir()
     (job / "train.py").write_text(SCRIPT_JOB)
     (other / "train.py").write_text(SCRIPT_JOB)
-    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE.format(save=tmp_path / "traces"))
+    (tmp_path / "ts.yaml").write_text(script_recipe(save=tmp_path / "traces"))
     s = payload.settings(str(tmp_path / "ts.yaml"), [], None, 2)
     spec = dict(payload.request(s, 2, str(other)), id="t", channel=tempfile.mkdtemp(dir=tmp_path), runtime_from="")
     (tmp_path / "spec.json").write_text(json.dumps(spec))

@@ -16,6 +16,7 @@ import pytest
 import attach_helpers as helpers
 from patchkit.attach import payload
 from patchkit.attach.process import AttachError, Process
+from script_helpers import script_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -183,17 +184,6 @@ def test_the_folder_goes_even_while_the_agent_writes_its_last_status_into_it():
     assert not os.path.lexists(f.base)
 
 
-SCRIPT_RECIPE = """\
-id: ts
-description: a step in a script
-target:
-  script: train.py
-backend: torch
-points:
-  - class: Tiny
-    method: training_step
-    at: method_start
-"""
 
 
 def test_a_script_s_module_is_the_job_s_main_planned_in_the_folder_that_holds_it(tmp_path):
@@ -201,7 +191,7 @@ def test_a_script_s_module_is_the_job_s_main_planned_in_the_folder_that_holds_it
     recipes, job = tmp_path / "recipes", tmp_path / "job"
     recipes.mkdir()
     job.mkdir()
-    (recipes / "ts.yaml").write_text(SCRIPT_RECIPE)
+    (recipes / "ts.yaml").write_text(script_recipe())
     script = job / "train.py"
     script.write_text("class Tiny:\n    def training_step(self, i):\n        return i\n")
     s = payload.settings(str(recipes / "ts.yaml"), [], None, 2)

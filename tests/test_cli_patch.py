@@ -15,6 +15,7 @@ from patchkit.state.ledger import Ledger
 from patchkit.core.outcome import FileOutcome, Outcome
 
 from conftest import FIXTURES
+from script_helpers import script_recipe
 
 DP = "verl/workers/actor/dp_actor.py"
 R = "verl-fsdp-update"
@@ -167,17 +168,6 @@ def test_diff_o_never_writes_through_a_link_another_user_planted_in_a_sticky_fol
     assert not (tmp_path / "x.patch").exists()
 
 
-SCRIPT_RECIPE = """\
-id: ts
-description: a step in a script
-target:
-  script: train.py
-backend: torch
-points:
-  - class: Tiny
-    method: training_step
-    at: method_start
-"""
 SCRIPT = ("class Tiny:\n    def training_step(self, i):\n        return i * 2\n\n\n"
           "if __name__ == '__main__':\n    print(sum(Tiny().training_step(i) for i in range(3)))\n")
 
@@ -187,7 +177,7 @@ def test_diff_apply_status_and_revert_take_a_script_from_the_recipe_s_folder(tmp
     import sys
 
     (tmp_path / "train.py").write_text(SCRIPT)
-    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE)
+    (tmp_path / "ts.yaml").write_text(script_recipe())
     monkeypatch.chdir("/")  # the recipe's folder decides, not the current one
     recipe = tmp_path / "ts.yaml"
     result = run("diff", recipe)
@@ -214,7 +204,7 @@ def test_diff_apply_status_and_revert_take_a_script_from_the_recipe_s_folder(tmp
 
 
 def test_a_script_recipe_whose_script_is_not_there_fails_at_the_recipe_s_line_and_writes_nothing(tmp_path):
-    (tmp_path / "ts.yaml").write_text(SCRIPT_RECIPE)
+    (tmp_path / "ts.yaml").write_text(script_recipe())
     for command in ("diff", "apply"):
         result = run(command, tmp_path / "ts.yaml", code=1)
         assert f"ts.yaml:4:11: no script train.py: {tmp_path / 'train.py'} is not there" in result.stderr

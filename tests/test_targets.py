@@ -11,6 +11,7 @@ from patchkit.core.errors import TargetError
 from patchkit.core.model import Target
 from patchkit.state.targets import locate
 from patchkit.state.versioncheck import check_version
+from script_helpers import script_recipe as recipe_text
 
 DP = "verl/workers/actor/dp_actor.py"
 
@@ -91,24 +92,13 @@ def test_a_symlinked_target_is_patched_at_its_real_place_and_said_so(tree, tmp_p
 
 # ---------------------------------------------------------------- a script as the target
 
-SCRIPT_RECIPE = """\
-id: ts
-description: a step in a script
-target:
-  script: {script}
-backend: torch
-points:
-  - class: Tiny
-    method: training_step
-    at: method_start
-"""
 SCRIPT = "class Tiny:\n    def training_step(self, i):\n        return i * 2\n"
 
 
 def script_recipe(folder, script="train.py"):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "ts.yaml"
-    path.write_text(SCRIPT_RECIPE.format(script=script))
+    path.write_text(recipe_text(script))
     return patchkit.load(str(path)).recipe.target
 
 

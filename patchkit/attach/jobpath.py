@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.attach.process import Process, environ, path as proc_path, python_name
+from patchkit.attach.process import Process, environ, invocation, path as proc_path, python_name
 
 MAX_PTH = 64  # .pth files read in one site folder
 PTH_LIMIT = 64 << 10  # bytes read of each
@@ -46,29 +46,10 @@ class JobPath(NamedTuple):
 
 def command(argv: Sequence[str]) -> Tuple[str, str, str]:
     """(the interpreter's single-letter flags, what it runs: ``script``, ``module``, ``command`` or ``stdin``,
-    and the script's or module's name) from the job's command line."""
-    flags, words = "", list(argv[1:])
-    while words:
-        word = words.pop(0)
-        if word == "--":
-            break
-        if not word.startswith("-") or word == "-":
-            return (flags, "stdin", "") if word == "-" else (flags, "script", word)
-        if word.startswith("--"):  # --check-hash-based-pycs MODE, --help...
-            if word == "--check-hash-based-pycs" and words:
-                words.pop(0)
-            continue
-        letters = word[1:]
-        for i, letter in enumerate(letters):
-            if letter in "XWcm":
-                value = letters[i + 1:] or (words.pop(0) if words else "")
-                if letter in "cm":
-                    return flags, ("module" if letter == "m" else "command"), value if letter == "m" else ""
-                break
-            flags += letter
-    if words:
-        return flags, "script", words[0]
-    return flags, "stdin", ""
+    and the script's or module's name) from the job's command line (:func:`~patchkit.attach.process.invocation`)."""
+    found = invocation(tuple(argv))
+    runs = {"script": "script", "-m": "module", "-c": "command"}.get(found.how, "stdin")
+    return found.flags, runs, found.what if runs in ("script", "module") else ""
 
 
 def _read_link(pid: int, name: str) -> str:
