@@ -119,3 +119,13 @@ def test_hostile_pth_and_pyvenv_files_are_read_bounded_and_never_followed(tmp_pa
     found = jobpath.of(read(procs[-1].pid))
     assert str(site) in found.entries
     assert str(tmp_path / "far") not in found.entries
+
+
+def test_a_regular_package_later_on_the_path_wins_over_a_folder_of_its_name_earlier(tmp_path):
+    (tmp_path / "first" / "pkg").mkdir(parents=True)  # a data folder named like the package: a namespace portion
+    (tmp_path / "second" / "pkg").mkdir(parents=True)
+    (tmp_path / "second" / "pkg" / "__init__.py").write_text("")
+    job = jobpath.JobPath((str(tmp_path / "first"), str(tmp_path / "second")), "", str(tmp_path))
+    assert job.find("pkg") == str(tmp_path / "second")
+    assert jobpath.JobPath((str(tmp_path / "first"),), "", "").find("pkg") == str(tmp_path / "first")
+    assert job.find("other") is None

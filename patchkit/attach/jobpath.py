@@ -37,11 +37,14 @@ class JobPath(NamedTuple):
     cwd: str  # the job's working folder ("" when it cannot be read)
 
     def find(self, package: str) -> Optional[str]:
-        """The first folder on the path that holds ``package`` (a folder, or ``package.py``); None when none."""
+        """The folder on the path the job imports ``package`` from, as the import system picks it: the first that
+        holds it as a regular package (``package/__init__.py``) or a module (``package.py``); else, a namespace
+        package, the first folder of that name.  None when none holds it."""
         for entry in self.entries:
-            if os.path.isdir(os.path.join(entry, package)) or os.path.isfile(os.path.join(entry, package + ".py")):
+            if os.path.isfile(os.path.join(entry, package, "__init__.py")) or \
+                    os.path.isfile(os.path.join(entry, package + ".py")):
                 return entry
-        return None
+        return next((e for e in self.entries if os.path.isdir(os.path.join(e, package))), None)
 
 
 def command(argv: Sequence[str]) -> Tuple[str, str, str]:

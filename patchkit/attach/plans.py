@@ -37,6 +37,9 @@ def job_root(proc: Process, settings: Settings) -> Tuple[Optional[str], Tuple[st
 
 
 class Plans:
+    """The plans of one command: :meth:`find` where each process's code is, :meth:`plan` each plan once,
+    :meth:`spec` a process's request (or its plan's error)."""
+
     def __init__(self, settings: Settings, steps: int, root: Optional[str], versions=(False, None)):
         from patchkit.state.targets import default_root
 
