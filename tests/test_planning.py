@@ -63,7 +63,7 @@ def test_a_candidate_of_another_shape_is_refused_with_its_line_and_the_range(tre
     with pytest.raises(AnchorError) as exc:
         planning.plan(load("verl-fsdp-update"), str(root))
     assert "no statement calling self._optimizer_step" in exc.value.message
-    assert "(verl 0.6.1; verl-fsdp-update is proven on >=0.4,<=0.7.1)" in exc.value.message
+    assert "(verl 0.6.1; verl-fsdp-update is proven on >=0.3,<=0.7.1)" in exc.value.message
     assert exc.value.where.path == str((root / DP).resolve()) and exc.value.where.line
 
 
@@ -71,7 +71,7 @@ def test_skip_version_check_keeps_the_refusal_it_let_through(tree, tmp_path):
     root = tree("verl-0.6")
     mine = tmp_path / "mine" / "verl-fsdp-update.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.4,<=0.7.1"', '">=0.7,<0.8"'))
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.3,<=0.7.1"', '">=0.7,<0.8"'))
     with pytest.raises(TargetError):
         planning.plan(load_recipe(mine), str(root))
     p = planning.plan(load_recipe(mine), str(root), skip_version_check=True)
@@ -84,7 +84,7 @@ def test_a_plan_that_fails_after_a_skipped_check_says_what_the_check_let_through
     (root / DP).write_text((root / DP).read_text().replace("self._optimizer_step()", "self._optimizer_stepped()"))
     mine = tmp_path / "mine" / "verl-fsdp-update.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.4,<=0.7.1"', '">=0.7,<0.8"'))
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.3,<=0.7.1"', '">=0.7,<0.8"'))
     with pytest.raises(AnchorError) as exc:
         planning.plan(load_recipe(mine), str(root), skip_version_check=True)
     [said] = exc.value.warnings

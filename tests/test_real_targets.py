@@ -291,7 +291,7 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
         patchkit.plan(patchkit.load(str(mine)), str(root))
     hint = info.value.hint
     assert "verl-engine-update" not in hint
-    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.4,<=0.7.1), verl-fsdp-logprob (verl "
+    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.3,<=0.7.1), verl-fsdp-logprob (verl "
             ">=0.4,<=0.7.1), verl-megatron-logprob (verl >=0.4,<=0.7.1), verl-megatron-update") in hint
     root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
     with pytest.raises(TargetError) as info:
