@@ -166,8 +166,8 @@ def test_a_recipe_that_excludes_the_installed_release_refuses_it_and_changes_not
     root = tree("verl-0.6")
     mine = tmp_path / "verl-fsdp-update.yaml"
     mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace(
-        '  versions: ">=0.4,<=0.7.1"\n',
-        '  versions: ">=0.4,<=0.7.1"\n  excluded: {versions: "==0.6.1", reason: "0.6.1 steps inside the loss"}\n'))
+        '  versions: ">=0.3,<=0.7.1"',
+        '  versions: ">=0.3,<=0.7.1"\n  excluded: {versions: "==0.6.1", reason: "0.6.1 steps inside the loss"}'))
     before = snapshot(root)
     for command in ("diff", "apply", "show"):
         result = run(command, mine, "--root", root, code=1 if command != "show" else 0)
