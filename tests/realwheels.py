@@ -162,7 +162,7 @@ RELEASES: Tuple[Release, ...] = (
     Release("sglang", "0.5.5", (_SGLANG,)),
     Release("sglang", "0.5.12", (_SGLANG,)),
     Release("sglang", "0.5.23", (_SGLANG,)),
-    # verl: legacy actors up to 0.7.1, engine from 0.6.1, engine_workers from 0.7.1
+    # verl: legacy actors up to 0.7.1, engine from 0.6.0, engine_workers from 0.7.1
     # (the critic and the reward model's worker up to 0.7, the rollout's replica code); 0.2 and 0.3.0.post0: the
     # oldest releases the reward model's and the FSDP actor's and critic's updates are proven on (sweep.py --older)
     Release("verl", "0.2", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS)),
@@ -170,6 +170,8 @@ RELEASES: Tuple[Release, ...] = (
     Release("verl", "0.4.1", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS) + _VERL_ROLLOUT_OLD),
     Release("verl", "0.5.0", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS, _VERL_SGLANG_SERVER)
             + _VERL_ROLLOUT_OLD),
+    # 0.6.0: the oldest release verl-engine-update is proven on (sweep.py --older)
+    Release("verl", "0.6.0", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_CRITIC, _VERL_FSDP_WORKERS)),
     Release("verl", "0.6.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_CRITIC,
                               _VERL_FSDP_WORKERS) + _VERL_ROLLOUT),
     Release("verl", "0.7.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS, _VERL_CRITIC,

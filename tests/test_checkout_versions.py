@@ -126,7 +126,7 @@ def test_verl_main_of_mid_2025_reads_its_version_file_not_the_tag_v0_2(tmp_path)
 
 def test_verl_main_of_may_2025_is_patched_and_code_that_no_built_in_recipe_covers_says_so(tmp_path):
     """May 2025: main says 0.3.1.dev, inside verl-fsdp-update's range (proven from 0.3 on).  A tree that says 0.1.1.dev
-    is older than every verl recipe: refused, and verl-engine-update (0.6.1 on) is not offered."""
+    is older than every verl recipe: refused, and verl-engine-update (0.6 on) is not offered."""
     repo = verl_repo(tmp_path / "verl", "verl-0.6")
     result = run("diff", "verl-fsdp-update", "--root", repo.top)
     assert "+++ b/verl/workers/actor/dp_actor.py" in result.stdout and "note:" not in result.stderr
@@ -179,7 +179,7 @@ def test_verl_main_of_2026_is_0_8_0_dev_and_the_actor_recipes_decide_by_the_file
     before = snapshot(repo.top)
     result = run("diff", "verl-fsdp-update", "--root", repo.top, code=1)
     assert "none of the recipe's files is in" in result.stderr and "(verl 0.8.0.dev)" in result.stderr
-    assert "use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version" in result.stderr
+    assert "use verl-engine-update (verl >=0.6,<=0.9.1) for this version" in result.stderr
     engine = run("diff", "verl-engine-update", "--root", repo.top)
     assert "+++ b/verl/workers/engine/base.py" in engine.stdout and "verl-fsdp-update" not in engine.stderr
     assert snapshot(repo.top) == before

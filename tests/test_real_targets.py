@@ -285,7 +285,7 @@ def _narrowed(tmp_path, recipe_id, versions, files=None):
 
 
 def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
-    """verl 0.4.1 is too old for verl-engine-update (0.6.1 and later): a recipe naming it as `instead` must not offer it."""
+    """verl 0.4.1 is too old for verl-engine-update (0.6 and later): a recipe naming it as `instead` must not offer it."""
     root = _root(tmp_path, "verl", "0.4.1")
     mine = _narrowed(tmp_path, "verl-fsdp-update", ">=0.5,<0.8")
     assert patchkit.load(str(mine)).recipe.target.instead == "verl-engine-update"
@@ -298,7 +298,7 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
     root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
     with pytest.raises(TargetError) as info:
         patchkit.plan(patchkit.load(str(mine)), str(root))
-    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version")
+    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6,<=0.9.1) for this version")
 
 
 def test_skip_version_check_patches_a_real_release_outside_the_range_whose_points_match(tmp_path):

@@ -137,6 +137,8 @@ INVENTORY: Dict[Tuple[str, str], Inventory] = {
                         **_rollout("AsyncvLLMServer", replica=False)},
     ("verl", "0.5.0"): {_DP: _dp(291, 352), _MEG: _meg(601, 162), _CRITIC: _critic(190), _FSDP_WORKERS: _rm(1584),
                         **_rollout("AsyncvLLMServer", "AsyncSGLangServer", replica=False)},
+    ("verl", "0.6.0"): {_DP: _dp(297, 359), _MEG: _meg(620, 168), _CRITIC: _critic(192), _FSDP_WORKERS: _rm(1836),
+                        _BASE: _base(97), _FSDP: _fsdp(461)},
     ("verl", "0.6.1"): {
         _DP: _dp(310, 372), _MEG: _meg(655, 168), _CRITIC: _critic(192), _FSDP_WORKERS: _rm(1871),
         _BASE: _base(97), _FSDP: _fsdp(475), _MENG: _meng(387, 2, 571), **_rollout("vLLMHttpServer", "SGLangHttpServer"),
@@ -253,7 +255,7 @@ def test_verl_from_0_8_has_no_actor_package():
         shipped = realwheels.wheel_files("verl", version)
         assert not [p for p in shipped if p.startswith("verl/workers/actor/")], version
         assert not (realwheels.release_root("verl", version) / _DP).exists()
-    for version in ("0.2", "0.3.0.post0", "0.4.1", "0.5.0", "0.6.1", "0.7.1"):
+    for version in ("0.2", "0.3.0.post0", "0.4.1", "0.5.0", "0.6.0", "0.6.1", "0.7.1"):
         assert _DP in realwheels.wheel_files("verl", version)
 
 
@@ -261,7 +263,8 @@ SOURCE_ONLY = [(r.dist, r.version) for r in realwheels.RELEASES if r.sdist]
 
 
 def test_the_table_marks_the_source_only_releases():
-    assert SOURCE_ONLY == [("vllm-ascend", "0.7.3rc2"), ("vllm-ascend", "0.23.0.post1"), ("vllm-ascend", "0.27.1rc1"), ("vllm-ascend", "0.30.0rc2")]
+    assert SOURCE_ONLY == [("vllm-ascend", "0.7.3rc2"), ("vllm-ascend", "0.23.0.post1"), ("vllm-ascend", "0.27.1rc1"),
+                           ("vllm-ascend", "0.30.0rc2")]
 
 
 @pytest.mark.parametrize("dist,version", SOURCE_ONLY, ids=["%s-%s" % k for k in SOURCE_ONLY])
