@@ -21,10 +21,28 @@ The lines patchkit puts at the top of a module (the runtime's import) are the
 same on every release and are left out of SHAPE.  Only each recipe's default
 options are tried.
 
+Backwards (``--older``): the releases older than the oldest the table pins,
+newest first, with the version check skipped (``--skip-version-check``), so
+that a refusal is the structure's (the point that does not resolve, the file
+that is not there) and SHAPE is compared with the OLDEST proven release.  A
+recipe is tried down to the first release that lacks every one of its
+candidate files: that release gets one row, ``no target``, and older ones are
+not tried for it.  The older sweep adds a column:
+
+    REVERT    exact           applied to a copy of the release's files and reverted: the same bytes back
+              differs         the files that did not come back
+              n/a             nothing applied
+
+``--sample minor`` tries only the newest release of each minor line (X.Y) and
+is what a distribution with big wheels (vllm: 300-500 MB each) is swept with by
+default (:data:`SAMPLED`); ``--sample all`` tries every release.
+
     python scripts/sweep.py                                  # every target, releases newer than the table
     python scripts/sweep.py --package vllm-ascend            # one target
     python scripts/sweep.py --package vllm-ascend --versions 0.25.1rc1,0.26.0rc1
     python scripts/sweep.py --json
+    python scripts/sweep.py --older                          # every target, releases older than the table
+    python scripts/sweep.py --older --package vllm --sample all
 
 Exit status 0 when the sweep ran, whatever it found; 1 when the registry could
 not be asked; 2 for a wrong argument.  Progress goes to stderr.
@@ -92,6 +110,44 @@ def newer_than(available: Iterable[str], pinned: str) -> List[str]:
     return sorted(set(out), key=Version)
 
 
+def older_than(available: Iterable[str], pinned: str) -> List[str]:
+    """The versions below ``pinned``, newest first (the order the older sweep walks them)."""
+    out = []
+    for v in available:
+        try:
+            if Version(v) < Version(pinned):
+                out.append(v)
+        except InvalidVersion:
+            continue
+    return sorted(set(out), key=Version, reverse=True)
+
+
+def newest_of_each_minor(versions: Iterable[str]) -> List[str]:
+    """The newest release of each X.Y line (pre- and post-releases count), in the order given."""
+    newest: Dict[Tuple[int, ...], str] = {}
+    for v in versions:
+        line = tuple((Version(v).release + (0,))[:2])
+        if line not in newest or Version(v) > Version(newest[line]):
+            newest[line] = v
+    keep = set(newest.values())
+    return [v for v in versions if v in keep]
+
+
+# distributions swept backwards one release per minor line unless --sample all: their wheels are big
+SAMPLED = {"vllm": "minor"}
+
+
+def oldest_pinned(dist: str) -> str:
+    return min((r.version for r in realwheels.releases(dist)), key=Version)
+
+
+def older_starts(dist: str) -> Dict[str, str]:
+    """Where the older sweep starts for each recipe of ``dist``: below its oldest proven release (the table's
+    oldest release of ``dist`` for a recipe proven on none), so a recipe whose range starts later is tried on the
+    table's releases below its range too."""
+    return {s.id: oldest_proven(dist, s.recipe.target.versions) or oldest_pinned(dist) for s in _recipes(dist)}
+
+
 def newest_pinned(dist: str) -> str:
     return max((r.version for r in realwheels.releases(dist)), key=Version)
 
@@ -102,22 +158,31 @@ def proven_release(dist: str, versions: str) -> Optional[str]:
     return max(inside, key=Version) if inside else None
 
 
+def oldest_proven(dist: str, versions: str) -> Optional[str]:
+    """The oldest release of the table inside ``versions``: the one an older release is compared with."""
+    inside = [r.version for r in realwheels.releases(dist) if covers(versions, r.version)]
+    return min(inside, key=Version) if inside else None
+
+
 class Row(NamedTuple):
     recipe: str
     version: str
-    result: str  # applies | beyond (note) | refused | not fetched
+    result: str  # applies | beyond (note) | refused | not fetched | older: placed | no target
     examples: str
     shape: str
     note: str = ""
+    revert: str = ""  # the older sweep: exact | differs (...) | n/a
 
 
 HEADERS = ("RECIPE", "VERSION", "RESULT", "EXAMPLES", "SHAPE", "NOTE")
 
 
 def table(rows: Sequence[Row]) -> str:
-    """The rows as aligned columns, NOTE last (it may be long)."""
-    cells = [HEADERS] + [tuple(r) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADERS) - 1)]
+    """The rows as aligned columns, NOTE last (it may be long); REVERT before it when any row has one."""
+    revert = any(r.revert for r in rows)
+    heads = HEADERS[:-1] + ("REVERT",) * revert + HEADERS[-1:]
+    cells = [heads] + [tuple(r[:5]) + (r.revert,) * revert + (r.note,) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(heads) - 1)]
     out = []
     for c in cells:
         out.append("  ".join(c[i].ljust(widths[i]) for i in range(len(widths))) + ("  " + c[-1] if c[-1] else ""))
@@ -164,14 +229,53 @@ def _plan_shapes(plan, recipe_id: str) -> List[Shape]:
     return out
 
 
-def try_recipe(recipe_id: str, versions: str, version: str, root: Path):
-    """(result, note, plan or None) for one recipe on one root."""
+def try_recipe(recipe_id: str, versions: str, version: str, root: Path, skip_version_check: bool = False):
+    """(result, note, plan or None) for one recipe on one root.  ``skip_version_check`` (the older sweep): the
+    structure alone decides, and a refusal names where it fails (the file, line and point), not the version."""
     try:  # strict_versions=False: PATCHKIT_STRICT_VERSIONS in the environment must not make every row a refusal
-        plan = patchkit.plan_recipe(recipe_id, root=str(root), strict_versions=False)
+        plan = patchkit.plan_recipe(recipe_id, root=str(root), strict_versions=False,
+                                    skip_version_check=skip_version_check)
     except PatchkitError as exc:
-        return "refused", one_line(exc), None
+        where = getattr(exc, "where", None)
+        path = getattr(where, "path", "") if where is not None else ""
+        at = ""
+        if path and Path(path).is_absolute() and Path(path).resolve().is_relative_to(root.resolve()):
+            at = "%s:%s: " % (Path(path).resolve().relative_to(root.resolve()).as_posix(), getattr(where, "line", "?"))
+        return "refused", at + one_line(exc), None
+    if skip_version_check:
+        return "placed", "", plan
     note = getattr(plan, "version_note", "")  # newer than the range, applied: patchkit's own note
     return ("beyond (note)", squeeze(note), plan) if note else ("applies", "", plan)
+
+
+def reverts_exactly(recipe_id: str, root: Path) -> str:
+    """Apply ``recipe_id`` to a copy of ``root`` (version check skipped), revert it: ``exact`` when every byte of
+    every file came back, else ``differs (FILES)``; ``n/a (why)`` when it did not apply."""
+    import shutil
+    import tempfile
+
+    from patchkit.state.ledger import Ledger
+
+    def snapshot(top: Path) -> Dict[str, bytes]:
+        return {p.relative_to(top).as_posix(): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
+
+    with tempfile.TemporaryDirectory(prefix="patchkit-sweep-") as tmp:
+        copy = Path(tmp) / "root"
+        shutil.copytree(str(root), str(copy))
+        before = snapshot(copy)
+        ledger = Ledger(Path(tmp) / "state")
+        try:
+            outcomes = patchkit.apply(patchkit.load(recipe_id), str(copy), ledger=ledger, skip_version_check=True,
+                                      strict_versions=False)
+        except PatchkitError as exc:
+            return "n/a (%s)" % one_line(exc)
+        if not any(o.state.written for o in outcomes):
+            return "n/a (nothing written)"
+        patchkit.revert([recipe_id], ledger=ledger)
+        after = snapshot(copy)
+        if after == before:
+            return "exact"
+        return "differs (%s)" % ", ".join(sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)))
 
 
 def _examples(settings) -> str:
@@ -226,11 +330,88 @@ def sweep(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str, Opti
     return rows, {rid: b[0] for rid, b in baselines.items()}
 
 
+def _has_target(recipe, root: Path) -> bool:
+    return any((root / f).is_file() for f in _candidate_files([recipe]))
+
+
+def sweep_older(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str, Optional[str]]]:
+    """The rows for ``versions`` of ``dist`` (newest first, older than the table), the version check skipped; each
+    recipe down to the first release with none of its candidate files.  Shapes: against the oldest proven release."""
+    recipes = _recipes(dist)
+    files = _candidate_files(recipes)
+    examples = {s.id: _examples(s) for s in recipes}
+    baselines: Dict[str, Tuple[Optional[str], Optional[List[Shape]], str]] = {}
+    for s in recipes:
+        proven = oldest_proven(dist, s.recipe.target.versions)
+        if proven is None:
+            baselines[s.id] = (None, None, "no release of the table in %s" % s.recipe.target.versions)
+            continue
+        try:
+            plan = patchkit.plan_recipe(s.id, root=str(realwheels.release_root(dist, proven)))
+            baselines[s.id] = (proven, _plan_shapes(plan, s.id), "")
+        except PatchkitError as exc:
+            baselines[s.id] = (proven, None, "on %s: %s" % (proven, one_line(exc)))
+    rows: List[Row] = []
+    stopped: Dict[str, str] = {}
+    starts = older_starts(dist)
+    for version in versions:
+        live = [s for s in recipes if s.id not in stopped and Version(version) < Version(starts[s.id])]
+        if not live:
+            continue
+        _say("fetching %s==%s ..." % (dist, version))
+        try:
+            info = realwheels.fetch_release(realwheels.Release(dist, version, ()), files)
+        except realwheels.RealWheelError as exc:
+            rows.append(Row("*", version, "not fetched", "", "", one_line(exc)))
+            continue
+        if not info["cached"]:
+            _say("  %s %.1f MB in %.1f s" % (info["file"], int(info["bytes"]) / 1e6, info["download_s"]))
+        root = Path(info["root"])  # type: ignore[arg-type]
+        for s in live:
+            if not _has_target(s, root):
+                stopped[s.id] = version
+                rows.append(Row(s.id, version, "no target", examples[s.id], "n/a",
+                                "none of %s: older releases not tried" % ", ".join(_candidate_files([s])), "n/a"))
+                continue
+            result, note, plan = try_recipe(s.id, s.recipe.target.versions, version, root, skip_version_check=True)
+            proven, base, why = baselines[s.id]
+            if plan is None:
+                shape, revert = "n/a", "n/a"
+            else:
+                revert = reverts_exactly(s.id, root)
+                if base is None:
+                    shape, note = "n/a", why
+                else:
+                    shape, note = compare(base, _plan_shapes(plan, s.id), proven)
+            note = note.replace(str(root), "<root>").replace(str(REPO) + "/", "")  # the recipe's path from the checkout
+            rows.append(Row(s.id, version, result, examples[s.id], shape, note, revert))
+    return rows, {rid: b[0] for rid, b in baselines.items()}
+
+
+def _versions(dist: str, args) -> Tuple[str, List[str]]:
+    """The pinned version swept from (the newest; with --older the newest where a recipe's proof starts) and the
+    versions to sweep."""
+    pinned = max(older_starts(dist).values(), key=Version) if args.older else newest_pinned(dist)
+    if args.versions:
+        versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+        return pinned, sorted(versions, key=Version, reverse=True) if args.older else versions
+    available = registry_versions(dist)  # RuntimeError: the registry could not be asked
+    if not args.older:
+        return pinned, newer_than(available, pinned)
+    versions = older_than(available, pinned)
+    sample = args.sample or SAMPLED.get(canonicalize_name(dist), "all")
+    return pinned, newest_of_each_minor(versions) if sample == "minor" else versions
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--package", help="sweep one target distribution (e.g. vllm-ascend)")
     ap.add_argument("--versions", help="comma-separated versions to sweep instead of the registry's newer ones "
                                        "(with --package)")
+    ap.add_argument("--older", action="store_true", help="sweep the releases older than the table instead, newest "
+                    "first, the version check skipped, each recipe down to the first release without its files")
+    ap.add_argument("--sample", choices=("all", "minor"), help="with --older: every release, or the newest of each "
+                    "minor line (default: minor for %s, all for the rest)" % ", ".join(sorted(SAMPLED)))
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = ap.parse_args(argv)
     targets: List[str] = []
@@ -244,31 +425,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         targets = chosen
     if args.versions and not args.package:
         ap.error("--versions needs --package")
+    if args.sample and not args.older:
+        ap.error("--sample needs --older")
     rows: List[Row] = []
     swept = []
+    key, which = ("proven_from", "oldest proven") if args.older else ("newest_pinned", "newest")
     for dist in targets:
-        pinned = newest_pinned(dist)
-        if args.versions:
-            versions = [v.strip() for v in args.versions.split(",") if v.strip()]
-        else:
-            try:
-                versions = newer_than(registry_versions(dist), pinned)
-            except RuntimeError as exc:
-                _say(str(exc))
-                return 1
-        done = {"package": dist, "newest_pinned": pinned, "versions": versions, "shapes_from": {}}
+        try:
+            pinned, versions = _versions(dist, args)
+        except RuntimeError as exc:
+            _say(str(exc))
+            return 1
+        done = {"package": dist, key: pinned, "versions": versions, "shapes_from": {}}
         if versions:
-            got, done["shapes_from"] = sweep(dist, versions)
+            got, done["shapes_from"] = (sweep_older if args.older else sweep)(dist, versions)
             rows += got
+            if args.older:
+                done["versions"] = [v for v in versions if any(r.version == v for r in got)]
+                done["stopped"] = {r.recipe: r.version for r in got if r.result == "no target"}
         swept.append(done)
     if args.json:
         print(json.dumps({"packages": swept, "rows": [r._asdict() for r in rows]}, indent=1))
         return 0
     for s in swept:
-        print("%s: newest in the tests %s; swept %s" % (s["package"], s["newest_pinned"],
-                                                        ", ".join(s["versions"]) or "nothing (none newer)"))
+        print("%s: %s in the tests %s; swept %s" % (s["package"], which, s[key], ", ".join(s["versions"]) or
+                                                   "nothing (none %s)" % ("older" if args.older else "newer")))
         if s["shapes_from"]:
             print("  shapes compared with: " + ", ".join("%s %s" % (rid, v or "-") for rid, v in s["shapes_from"].items()))
+        for rid, v in s.get("stopped", {}).items():
+            print("  %s: stopped at %s, which has none of its files" % (rid, v))
     if rows:
         print()
         print(table(rows), end="")

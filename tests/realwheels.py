@@ -141,7 +141,9 @@ _VERL_ROLLOUT_OLD = (_VERL_WORKER, _VERL_VLLM_SERVER)
 _VERL_ROLLOUT = (_VERL_WORKER, _VERL_VLLM_SERVER, _VERL_SGLANG_SERVER, _VERL_REPLICA)
 
 RELEASES: Tuple[Release, ...] = (
-    # vllm-ascend: worker_v1.py (0.9.1 also ships the V0 worker.py), renamed worker.py from 0.13.0
+    # vllm-ascend: worker_v1.py (0.7.3rc2 to 0.9.1 also ship the V0 worker.py), renamed worker.py from 0.13.0
+    # 0.7.3rc2: the oldest release with NPUWorker.execute_model (scripts/sweep.py --older); a 0.4 MB sdist
+    Release("vllm-ascend", "0.7.3rc2", (_ASCEND_V1, _ASCEND), sdist=True),
     Release("vllm-ascend", "0.9.1", (_ASCEND_V1, _ASCEND)),
     Release("vllm-ascend", "0.11.0", (_ASCEND_V1,)),
     Release("vllm-ascend", "0.13.0", (_ASCEND,)),
@@ -152,18 +154,24 @@ RELEASES: Tuple[Release, ...] = (
     Release("vllm-ascend", "0.24.0rc1", (_ASCEND,)),
     Release("vllm-ascend", "0.27.1rc1", (_ASCEND,), sdist=True),
     Release("vllm-ascend", "0.30.0rc2", (_ASCEND,), sdist=True),
-    # SGLang: ModelRunner
+    # SGLang: ModelRunner (0.4.4: the oldest with forward(self, forward_batch, skip_attn_backend_init))
+    Release("sglang", "0.4.4", (_SGLANG,)),
     Release("sglang", "0.4.6", (_SGLANG,)),
     Release("sglang", "0.4.9", (_SGLANG,)),
     Release("sglang", "0.5.1", (_SGLANG,)),
     Release("sglang", "0.5.5", (_SGLANG,)),
     Release("sglang", "0.5.12", (_SGLANG,)),
     Release("sglang", "0.5.23", (_SGLANG,)),
-    # verl: legacy actors up to 0.7.1, engine from 0.6.1, engine_workers from 0.7.1
-    # (the critic and the reward model's worker up to 0.7, the rollout's replica code)
+    # verl: legacy actors up to 0.7.1, engine from 0.6.0, engine_workers from 0.7.1
+    # (the critic and the reward model's worker up to 0.7, the rollout's replica code); 0.2 and 0.3.0.post0: the
+    # oldest releases the reward model's and the FSDP actor's and critic's updates are proven on (sweep.py --older)
+    Release("verl", "0.2", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS)),
+    Release("verl", "0.3.0.post0", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS)),
     Release("verl", "0.4.1", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS) + _VERL_ROLLOUT_OLD),
     Release("verl", "0.5.0", (_VERL_DP, _VERL_MEG, _VERL_CRITIC, _VERL_FSDP_WORKERS, _VERL_SGLANG_SERVER)
             + _VERL_ROLLOUT_OLD),
+    # 0.6.0: the oldest release verl-engine-update is proven on (sweep.py --older)
+    Release("verl", "0.6.0", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_CRITIC, _VERL_FSDP_WORKERS)),
     Release("verl", "0.6.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_CRITIC,
                               _VERL_FSDP_WORKERS) + _VERL_ROLLOUT),
     Release("verl", "0.7.1", (_VERL_DP, _VERL_MEG, _VERL_BASE, _VERL_FSDP, _VERL_MENG, _VERL_WORKERS, _VERL_CRITIC,

@@ -124,15 +124,19 @@ def test_verl_main_of_mid_2025_reads_its_version_file_not_the_tag_v0_2(tmp_path)
     assert (installed.version, installed.kind, installed.at_least) == ("0.4.0.dev", "file", False)
 
 
-def test_verl_main_that_no_built_in_recipe_covers_says_so_and_how_to_adapt_one(tmp_path):
-    """May 2025: main says 0.3.1.dev.  verl-engine-update needs 0.6.1, so it is not offered."""
+def test_verl_main_of_may_2025_is_patched_and_code_that_no_built_in_recipe_covers_says_so(tmp_path):
+    """May 2025: main says 0.3.1.dev, inside verl-fsdp-update's range (proven from 0.3 on).  A tree that says 0.1.1.dev
+    is older than every verl recipe: refused, and verl-engine-update (0.6 on) is not offered."""
     repo = verl_repo(tmp_path / "verl", "verl-0.6")
+    result = run("diff", "verl-fsdp-update", "--root", repo.top)
+    assert "+++ b/verl/workers/actor/dp_actor.py" in result.stdout and "note:" not in result.stderr
+    repo.commit(1, version="0.1.1.dev")
     before = snapshot(repo.top)
     result = run("diff", "verl-fsdp-update", "--root", repo.top, code=1)
-    assert "verl 0.3.1.dev is installed (verl/version/version in" in result.stderr
-    assert "verl-fsdp-update is proven on verl >=0.4,<=0.7.1, newest 0.7.1" in result.stderr
+    assert "verl 0.1.1.dev is installed (verl/version/version in" in result.stderr
+    assert "verl-fsdp-update is proven on verl >=0.3,<=0.7.1, newest 0.7.1" in result.stderr
     assert "verl-engine-update" not in result.stderr
-    assert "no built-in recipe covers verl 0.3.1.dev" in result.stderr
+    assert "no built-in recipe covers verl 0.1.1.dev" in result.stderr
     assert "verl-fsdp-update.yaml" in result.stderr and "target.versions" in result.stderr
     assert "`patchkit diff ./verl-fsdp-update.yaml`" in result.stderr and "--skip-version-check" in result.stderr
     assert snapshot(repo.top) == before
@@ -168,14 +172,14 @@ def test_verl_main_of_2026_is_0_8_0_dev_and_the_actor_recipes_decide_by_the_file
     repo.commit(20, version="0.8.0.dev")
     result = run("diff", "verl-fsdp-update", "--root", repo.top)
     assert "+++ b/verl/workers/actor/dp_actor.py" in result.stdout
-    assert ("note: verl 0.8.0.dev is newer than the releases verl-fsdp-update is proven on (>=0.4,<=0.7.1, newest "
+    assert ("note: verl 0.8.0.dev is newer than the releases verl-fsdp-update is proven on (>=0.3,<=0.7.1, newest "
             "0.7.1): its places were found by their structure; review them with `patchkit diff`") in result.stderr
     shutil.rmtree(repo.top / "verl" / "workers" / "actor")
     repo.commit()
     before = snapshot(repo.top)
     result = run("diff", "verl-fsdp-update", "--root", repo.top, code=1)
     assert "none of the recipe's files is in" in result.stderr and "(verl 0.8.0.dev)" in result.stderr
-    assert "use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version" in result.stderr
+    assert "use verl-engine-update (verl >=0.6,<=0.9.1) for this version" in result.stderr
     engine = run("diff", "verl-engine-update", "--root", repo.top)
     assert "+++ b/verl/workers/engine/base.py" in engine.stdout and "verl-fsdp-update" not in engine.stderr
     assert snapshot(repo.top) == before
@@ -224,7 +228,7 @@ def test_vllm_ascend_main_of_august_2026_is_only_known_to_be_0_25_1rc1_or_later_
     err = result.stderr
     assert "+++ b/vllm_ascend/worker/worker.py" in result.stdout
     assert ("note: vllm-ascend 0.25.1rc1 or later may be past the releases vllm-ascend-decode is proven on "
-            "(>=0.9.1,<=0.30.0rc2, newest 0.30.0rc2)") in err
+            "(>=0.7.3rc2,<=0.30.0rc2, newest 0.30.0rc2)") in err
     assert "git tag v0.19.1rc1, 40 commits past it" in err and "v0.25.1rc1 (and 4 other tags) came later" in err
     assert "setuptools-scm would say 0.19.1rc2.dev40" in err
     assert "no release tag" not in err
@@ -250,7 +254,7 @@ def test_a_checkout_past_the_proven_range_still_needs_the_points(tmp_path):
     worker.write_text(worker.read_text().replace("self.model_runner.execute_model(", "self.model_runner.run_model("))
     result = run("diff", "vllm-ascend-decode", "--root", repo.top, code=1)
     assert "self.model_runner.execute_model" in result.stderr and str(worker) in result.stderr
-    assert "(vllm-ascend 0.25.1rc1 or later; vllm-ascend-decode is proven on >=0.9.1,<=0.30.0rc2)" in result.stderr
+    assert "(vllm-ascend 0.25.1rc1 or later; vllm-ascend-decode is proven on >=0.7.3rc2,<=0.30.0rc2)" in result.stderr
 
 
 def test_vllm_ascend_release_branch_and_early_main_count_as_the_tags_line(tmp_path):
@@ -277,7 +281,7 @@ def test_a_lower_bound_inside_the_range_gets_a_note_under_an_upper_bound_and_non
     copy = tmp_path / "mine" / "vllm-ascend-decode.yaml"
     copy.parent.mkdir()
     text = (RECIPES / "vllm-ascend-decode.yaml").read_text()
-    copy.write_text(text.replace('versions: ">=0.9.1,<=0.30.0rc2"', 'versions: ">=0.9.1"'))
+    copy.write_text(text.replace('versions: ">=0.7.3rc2,<=0.30.0rc2"', 'versions: ">=0.9.1"'))
     result = run("diff", str(copy), "--root", repo.top, "--strict-versions")
     assert "(vllm-ascend 0.20.2rc1 or later, from git tag v0.19.1rc1" in result.stderr and "note:" not in result.stderr
 

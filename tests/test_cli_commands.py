@@ -32,7 +32,7 @@ def test_list_shows_the_five_seed_recipes():
     data = json.loads(run("list", "--json").output)
     update = next(r for r in data if r["id"] == "verl-fsdp-update")
     assert update["options"]["granularity"] == {"choices": ["mini", "micro"], "default": "mini"}
-    assert update["package"] == "verl" and update["versions"] == ">=0.4,<=0.7.1"
+    assert update["package"] == "verl" and update["versions"] == ">=0.3,<=0.7.1"
 
 
 def test_show_prints_settings_inserted_lines_and_notes():
@@ -112,7 +112,7 @@ def test_version_outside_the_range_names_version_range_and_the_recipe_to_use(tre
     before = snapshot(root)
     result = run("apply", "verl-fsdp-update", "--root", str(root), "--strict-versions", ok=False)
     assert result.exit_code == 1
-    assert "verl 0.9.1 is installed" in result.stderr and ">=0.4,<=0.7.1" in result.stderr
+    assert "verl 0.9.1 is installed" in result.stderr and ">=0.3,<=0.7.1" in result.stderr
     assert "verl-engine-update" in result.stderr
     result = run("apply", "verl-fsdp-update", "--root", str(root), ok=False)  # past the range: the files decide
     assert result.exit_code == 1 and "none of the recipe's files" in result.stderr

@@ -101,9 +101,9 @@ def test_a_recipe_that_does_not_fit_stops_the_command_before_it_starts(tmp_path,
     assert done.returncode == 0 and marker.exists()
     assert "note: verl 0.9.0 is newer than the releases verl-fsdp-update is proven on" in done.stderr
     marker.unlink()
-    meta.write_text(meta.read_text().replace("Version: 0.9.0", "Version: 0.3.0"))
+    meta.write_text(meta.read_text().replace("Version: 0.9.0", "Version: 0.2.0"))  # older than the range
     done = run(tmp_path, site, ["backend=torch"], command)
-    assert done.returncode == 1 and "0.3.0" in done.stderr and "hint:" in done.stderr
+    assert done.returncode == 1 and "0.2.0" in done.stderr and "hint:" in done.stderr
     assert not marker.exists()
 
 

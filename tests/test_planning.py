@@ -63,7 +63,7 @@ def test_a_candidate_of_another_shape_is_refused_with_its_line_and_the_range(tre
     with pytest.raises(AnchorError) as exc:
         planning.plan(load("verl-fsdp-update"), str(root))
     assert "no statement calling self._optimizer_step" in exc.value.message
-    assert "(verl 0.6.1; verl-fsdp-update is proven on >=0.4,<=0.7.1)" in exc.value.message
+    assert "(verl 0.6.1; verl-fsdp-update is proven on >=0.3,<=0.7.1)" in exc.value.message
     assert exc.value.where.path == str((root / DP).resolve()) and exc.value.where.line
 
 
@@ -71,7 +71,7 @@ def test_skip_version_check_keeps_the_refusal_it_let_through(tree, tmp_path):
     root = tree("verl-0.6")
     mine = tmp_path / "mine" / "verl-fsdp-update.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.4,<=0.7.1"', '">=0.7,<0.8"'))
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.3,<=0.7.1"', '">=0.7,<0.8"'))
     with pytest.raises(TargetError):
         planning.plan(load_recipe(mine), str(root))
     p = planning.plan(load_recipe(mine), str(root), skip_version_check=True)
@@ -84,7 +84,7 @@ def test_a_plan_that_fails_after_a_skipped_check_says_what_the_check_let_through
     (root / DP).write_text((root / DP).read_text().replace("self._optimizer_step()", "self._optimizer_stepped()"))
     mine = tmp_path / "mine" / "verl-fsdp-update.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.4,<=0.7.1"', '">=0.7,<0.8"'))
+    mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace('">=0.3,<=0.7.1"', '">=0.7,<0.8"'))
     with pytest.raises(AnchorError) as exc:
         planning.plan(load_recipe(mine), str(root), skip_version_check=True)
     [said] = exc.value.warnings
@@ -201,3 +201,49 @@ def test_a_file_patched_by_another_recipe_still_plans(tree):
     (root / DP).write_bytes(first.new_bytes())
     [again] = planning.plan(load("verl-fsdp-logprob"), str(root)).files
     assert again.changes
+
+
+def _older(tree, version="0.1.5"):
+    """fixtures/verl-0.6 whose metadata says an older release than verl-fsdp-update's range."""
+    root = tree("verl-0.6")
+    (meta,) = root.glob("*.dist-info/METADATA")
+    meta.write_text(meta.read_text().replace("Version: 0.6.1", "Version: " + version))
+    return root
+
+
+def test_a_release_older_than_the_range_is_refused_naming_what_its_structure_gives(tree):
+    """Not the version alone: the point that does not resolve there, or that every point does (and where to look)."""
+    root = _older(tree)
+    before = snapshot(root)
+    with pytest.raises(TargetError) as exc:
+        planning.plan(load("verl-fsdp-update"), str(root))
+    assert exc.value.message.startswith("verl 0.1.5 is installed") and "nor does its structure fit" not in exc.value.message
+    assert exc.value.hint.endswith("every point of verl-fsdp-update resolves in this release's files, but they are not "
+                                   "proven to be the same places: review `patchkit diff verl-fsdp-update "
+                                   "--skip-version-check`")
+    assert snapshot(root) == before
+    (root / DP).write_text((root / DP).read_text().replace("self._optimizer_step()", "self._optimizer_stepped()"))
+    before = snapshot(root)
+    with pytest.raises(TargetError) as exc:
+        planning.plan(load("verl-fsdp-update"), str(root))
+    message = exc.value.message
+    assert message.startswith("verl 0.1.5 is installed") and "is proven on verl >=" in message
+    assert f"; nor does its structure fit: {(root / DP).resolve()}:" in message
+    assert "no statement calling self._optimizer_step" in message and message.count("is proven on") == 1
+    assert "resolves in this release's files" not in exc.value.hint
+    assert snapshot(root) == before
+    with pytest.raises(AnchorError):  # the check skipped: the structure's own error, as before
+        planning.plan(load("verl-fsdp-update"), str(root), skip_version_check=True)
+    (root / DP).unlink()
+    with pytest.raises(TargetError) as exc:  # no file: said once, without the recipe's own path as a place
+        planning.plan(load("verl-fsdp-update"), str(root))
+    assert exc.value.message.endswith(f"; nor does its structure fit: none of the recipe's files is in {root.resolve()}: "
+                                      f"{DP}")
+
+
+def test_only_an_older_release_is_tried_for_its_structure(tree):
+    """Newer than the range and strict, or no version: refused as before, nothing said of the structure."""
+    root = _older(tree, "0.99.0")
+    with pytest.raises(TargetError) as exc:
+        planning.plan(load("verl-fsdp-update"), str(root), strict_versions=True)
+    assert "resolves in this release's files" not in exc.value.hint and "structure fit" not in exc.value.message

@@ -216,7 +216,7 @@ def test_skip_version_check_reaches_every_node(nodes, tmp_path):
 
     mine = tmp_path / "mine" / f"{RECIPE}.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.4,<=0.7.1"', 'versions: ">=0.7,<0.8"'))
+    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.3,<=0.7.1"', 'versions: ">=0.7,<0.8"'))
     before = {n.name: snapshot(n.root) for n in (a, b)}
     refused = run("diff", str(mine), "--ray", address, code=1)
     assert all("verl 0.6.1 is installed" in node_lines(refused.stderr, n)[0] for n in (a, b))
@@ -242,7 +242,7 @@ def test_a_version_past_the_range_is_patched_on_every_node_with_its_note_unless_
 
     mine = tmp_path / "mine" / f"{RECIPE}.yaml"
     mine.parent.mkdir()
-    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.4,<=0.7.1"', 'versions: ">=0.4,<=0.5.0"'))
+    mine.write_text((RECIPES / f"{RECIPE}.yaml").read_text().replace('versions: ">=0.3,<=0.7.1"', 'versions: ">=0.4,<=0.5.0"'))
     before = {n.name: snapshot(n.root) for n in (a, b)}
     shown = run("diff", str(mine), "--ray", address)
     for n in (a, b):

@@ -195,6 +195,8 @@ def test_recipe_refuses_releases_older_than_its_range(tmp_path, recipe_id, dist,
     if not taking:
         assert f"no built-in recipe covers {settings.recipe.target.distribution} {version}" in info.value.hint
     assert "--skip-version-check" in info.value.hint and "no release tag" not in message
+    # not the version alone: what the structure gives there, the point that does not resolve or that all do
+    assert ("; nor does its structure fit: " in message) != (f"every point of {recipe_id} resolves" in info.value.hint)
 
 
 @pytest.mark.parametrize("recipe_id,dist,version", BEYOND, ids=[f"{r}@{v}" for r, d, v in BEYOND])
@@ -283,7 +285,7 @@ def _narrowed(tmp_path, recipe_id, versions, files=None):
 
 
 def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
-    """verl 0.4.1 is too old for verl-engine-update (0.6.1 and later): a recipe naming it as `instead` must not offer it."""
+    """verl 0.4.1 is too old for verl-engine-update (0.6 and later): a recipe naming it as `instead` must not offer it."""
     root = _root(tmp_path, "verl", "0.4.1")
     mine = _narrowed(tmp_path, "verl-fsdp-update", ">=0.5,<0.8")
     assert patchkit.load(str(mine)).recipe.target.instead == "verl-engine-update"
@@ -291,12 +293,12 @@ def test_instead_is_offered_only_when_its_range_takes_the_version(tmp_path):
         patchkit.plan(patchkit.load(str(mine)), str(root))
     hint = info.value.hint
     assert "verl-engine-update" not in hint
-    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.4,<=0.7.1), verl-fsdp-logprob (verl "
+    assert ("built-in recipes for verl 0.4.1: verl-fsdp-critic-update (verl >=0.3,<=0.7.1), verl-fsdp-logprob (verl "
             ">=0.4,<=0.7.1), verl-megatron-logprob (verl >=0.4,<=0.7.1), verl-megatron-update") in hint
     root = _root(tmp_path / "new", "verl", "0.8.0")  # and where it does take the version, it comes first
     with pytest.raises(TargetError) as info:
         patchkit.plan(patchkit.load(str(mine)), str(root))
-    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version")
+    assert info.value.hint.startswith("use verl-engine-update (verl >=0.6,<=0.9.1) for this version")
 
 
 def test_skip_version_check_patches_a_real_release_outside_the_range_whose_points_match(tmp_path):

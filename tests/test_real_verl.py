@@ -37,7 +37,8 @@ import pytest
 import realverl
 import verlenv
 
-# the oldest and the newest release of verl-fsdp-update's range (>=0.4,<=0.7.1)
+# two releases of verl-fsdp-update's range (>=0.3,<=0.7.1), run for real: 0.4.1 and the newest (0.3 is proven on
+# its placement alone, tests/test_real_targets.py)
 DP = ["0.4.1", "0.7.1"]
 NEWEST_DP = DP[-1]
 ENGINE = ["0.8.0", "0.9.1"]  # the engine is the only training path from 0.8 on

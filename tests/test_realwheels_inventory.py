@@ -105,6 +105,11 @@ def _workers(tmb: int) -> Dict[str, Dict[str, MethodFacts]]:
 
 # Line numbers and return counts from TARGETS.md (1-based lines in the file inside the wheel or sdist).
 INVENTORY: Dict[Tuple[str, str], Inventory] = {
+    # older than TARGETS.md: lines from the releases themselves (0.7.3rc2: an sdist only)
+    ("vllm-ascend", "0.7.3rc2"): {
+        _ASCEND_V1: _npu(50, 193, 1),
+        _ASCEND: {"NPUWorker": {"__init__": None, "execute_model": ABSENT}},
+    },
     ("vllm-ascend", "0.9.1"): {
         _ASCEND_V1: _npu(57, 220, 1),
         # The V0 worker: same class name, no execute_model.
@@ -119,16 +124,21 @@ INVENTORY: Dict[Tuple[str, str], Inventory] = {
     ("vllm-ascend", "0.24.0rc1"): {_ASCEND: _npu(91, 597, 4)},
     ("vllm-ascend", "0.27.1rc1"): {_ASCEND: _npu(115, 649, 5)},  # + return None for Model Runner V2 under PP
     ("vllm-ascend", "0.30.0rc2"): {_ASCEND: _npu(123, 757, 5)},
+    ("sglang", "0.4.4"): {_SGLANG: _runner(93, 933, 4)},
     ("sglang", "0.4.6"): {_SGLANG: _runner(106, 1019, 4)},
     ("sglang", "0.4.9"): {_SGLANG: _runner(153, 1460, 1)},
     ("sglang", "0.5.1"): {_SGLANG: _runner(162, 1738, 1)},
     ("sglang", "0.5.5"): {_SGLANG: _runner(240, 2133, 1)},
     ("sglang", "0.5.12"): {_SGLANG: _runner(329, 3293, 1)},
     ("sglang", "0.5.23"): {_SGLANG: _runner(344, 1813, 1)},
+    ("verl", "0.2"): {_DP: _dp(153, 203), _MEG: _meg(334, 134), _CRITIC: _critic(143), _FSDP_WORKERS: _rm(1100)},
+    ("verl", "0.3.0.post0"): {_DP: _dp(171, 229), _MEG: _meg(358, 142), _CRITIC: _critic(166), _FSDP_WORKERS: _rm(1127)},
     ("verl", "0.4.1"): {_DP: _dp(291, 376), _MEG: _meg(508, 152), _CRITIC: _critic(188), _FSDP_WORKERS: _rm(1423),
                         **_rollout("AsyncvLLMServer", replica=False)},
     ("verl", "0.5.0"): {_DP: _dp(291, 352), _MEG: _meg(601, 162), _CRITIC: _critic(190), _FSDP_WORKERS: _rm(1584),
                         **_rollout("AsyncvLLMServer", "AsyncSGLangServer", replica=False)},
+    ("verl", "0.6.0"): {_DP: _dp(297, 359), _MEG: _meg(620, 168), _CRITIC: _critic(192), _FSDP_WORKERS: _rm(1836),
+                        _BASE: _base(97), _FSDP: _fsdp(461)},
     ("verl", "0.6.1"): {
         _DP: _dp(310, 372), _MEG: _meg(655, 168), _CRITIC: _critic(192), _FSDP_WORKERS: _rm(1871),
         _BASE: _base(97), _FSDP: _fsdp(475), _MENG: _meng(387, 2, 571), **_rollout("vLLMHttpServer", "SGLangHttpServer"),
@@ -245,7 +255,7 @@ def test_verl_from_0_8_has_no_actor_package():
         shipped = realwheels.wheel_files("verl", version)
         assert not [p for p in shipped if p.startswith("verl/workers/actor/")], version
         assert not (realwheels.release_root("verl", version) / _DP).exists()
-    for version in ("0.4.1", "0.5.0", "0.6.1", "0.7.1"):
+    for version in ("0.2", "0.3.0.post0", "0.4.1", "0.5.0", "0.6.0", "0.6.1", "0.7.1"):
         assert _DP in realwheels.wheel_files("verl", version)
 
 
@@ -253,7 +263,8 @@ SOURCE_ONLY = [(r.dist, r.version) for r in realwheels.RELEASES if r.sdist]
 
 
 def test_the_table_marks_the_source_only_releases():
-    assert SOURCE_ONLY == [("vllm-ascend", "0.23.0.post1"), ("vllm-ascend", "0.27.1rc1"), ("vllm-ascend", "0.30.0rc2")]
+    assert SOURCE_ONLY == [("vllm-ascend", "0.7.3rc2"), ("vllm-ascend", "0.23.0.post1"), ("vllm-ascend", "0.27.1rc1"),
+                           ("vllm-ascend", "0.30.0rc2")]
 
 
 @pytest.mark.parametrize("dist,version", SOURCE_ONLY, ids=["%s-%s" % k for k in SOURCE_ONLY])

@@ -30,7 +30,7 @@ _VLLM = "verl/workers/rollout/vllm_rollout/vllm_async_server.py"
 _SGLANG = "verl/workers/rollout/sglang_rollout/async_sglang_server.py"
 _REPLICA = "verl/workers/rollout/replica.py"
 
-VERSIONS = [r.version for r in realwheels.releases("verl")]
+VERSIONS = [r.version for r in realwheels.releases("verl") if _WORKER in r.files]  # 0.2, 0.3: the actors only
 
 
 def _text(version, relpath):

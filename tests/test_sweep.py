@@ -50,12 +50,34 @@ def test_the_registry_s_answer_is_read_and_only_newer_versions_are_swept():
     assert sweep.newer_than(available, "0.30.0rc2") == []
 
 
+def test_the_older_sweep_walks_down_from_the_table_newest_first_one_per_minor_when_sampled():
+    available = sweep.parse_index_versions(INDEX) + ["0.8.5rc1", "0.8.4rc2", "0.8.4rc1", "0.7.3.post1", "0.7.3", "x"]
+    assert sweep.older_than(available, "0.9.1") == ["0.8.5rc1", "0.8.4rc2", "0.8.4rc1", "0.7.3.post1", "0.7.3"]
+    assert sweep.older_than(available, "0.7.3") == []
+    assert sweep.newest_of_each_minor(["0.9.1", "0.9.0.1", "0.9.0", "0.8.5.post1", "0.8.5", "0.8.0", "0.7.3"]) == [
+        "0.9.1", "0.8.5.post1", "0.7.3"]
+    assert sweep.newest_of_each_minor(["0.3.0.post1", "0.3.0.post0", "0.2", "0.1", "0.1rc2"]) == [
+        "0.3.0.post1", "0.2", "0.1"]
+    assert sweep.SAMPLED == {"vllm": "minor"}  # 300-500 MB wheels; the others are swept release by release
+
+
+def test_each_recipe_is_tried_below_its_own_oldest_proven_release():
+    starts = sweep.older_starts("verl")
+    assert starts["verl-engine-update"] == sweep.oldest_proven("verl", patchkit.load(
+        "verl-engine-update").recipe.target.versions)
+    assert sweep.Version(starts["verl-engine-update"]) > sweep.Version(starts["verl-fsdp-update"])
+    assert starts["verl-fsdp-update"] == sweep.oldest_proven("verl", patchkit.load(
+        "verl-fsdp-update").recipe.target.versions)
+    assert sweep.oldest_proven("vllm-ascend", ">=0.9.1,<0.24") == "0.9.1"
+    assert sweep.oldest_proven("vllm-ascend", "<0.5") is None
+
+
 def test_the_newest_pinned_and_the_proven_release_come_from_the_table():
     pinned = sweep.newest_pinned("vllm-ascend")
     assert pinned == max((r.version for r in realwheels.releases("vllm-ascend")), key=sweep.Version)
     assert sweep.proven_release("vllm-ascend", ">=0.9.1,<0.24") == "0.23.0.post1"
     assert sweep.proven_release("vllm-ascend", ">=0.9.1,<=0.30.0rc2") == "0.30.0rc2"
-    assert sweep.proven_release("vllm-ascend", "<0.9") is None
+    assert sweep.proven_release("vllm-ascend", "<0.5") is None
 
 
 # ---- the shape of the inserted lines ----------------------------------------------------------------------------
@@ -147,6 +169,12 @@ def test_the_table_aligns_its_columns_and_puts_the_note_last():
         "vllm-ascend-decode  0.30.0rc2  beyond (note)  ok        same   proven on >=0.9.1,<0.24\n"
         "verl-fsdp-update    0.9.1      refused        ok        n/a    none of the recipe's files is in <root>\n")
     assert sweep.table([sweep.Row("a", "1", "applies", "ok", "same")]).splitlines()[1] == "a       1        applies  ok        same"
+    older = [sweep.Row("a", "0.1", "placed", "ok", "same", "", "exact"),
+             sweep.Row("a", "0.0", "no target", "ok", "n/a", "none of x.py: older releases not tried", "n/a")]
+    assert sweep.table(older) == (  # the older sweep's REVERT column, before NOTE
+        "RECIPE  VERSION  RESULT     EXAMPLES  SHAPE  REVERT  NOTE\n"
+        "a       0.1      placed     ok        same   exact\n"
+        "a       0.0      no target  ok        n/a    n/a     none of x.py: older releases not tried\n")
 
 
 # ---- each row's result -------------------------------------------------------------------------------------------
@@ -211,6 +239,87 @@ def test_a_sweep_of_one_release_gives_one_row_per_recipe(tmp_path, tree, monkeyp
         "vllm-ascend", patchkit.load("vllm-ascend-decode").recipe.target.versions)}
 
 
+def test_an_older_release_is_tried_with_the_version_check_skipped_and_a_refusal_names_the_point(tmp_path, tree):
+    root = _release(tree, "0.1.0")  # far older than the range: placed by the structure alone
+    result, note, plan = sweep.try_recipe("vllm-ascend-decode", "", "0.1.0", root, skip_version_check=True)
+    assert (result, note) == ("placed", "") and plan.files and plan.version_skipped
+    assert sweep.try_recipe("vllm-ascend-decode", "", "0.1.0", root)[0] == "refused"  # without the skip: the version
+    (root / "vllm_ascend/worker/worker.py").write_text("class NPUWorker:\n    def load_model(self):\n        pass\n")
+    result, note, plan = sweep.try_recipe("vllm-ascend-decode", "", "0.1.0", root, skip_version_check=True)
+    assert (result, plan) == ("refused", None)
+    assert note.startswith("vllm_ascend/worker/worker.py:") and "execute_model" in note and "0.1.0 is installed" \
+        not in note and str(root) not in note
+
+
+def test_apply_then_revert_is_checked_byte_for_byte_on_a_copy(tree):
+    root = _release(tree, "0.1.0")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert sweep.reverts_exactly("vllm-ascend-decode", root) == "exact"
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # the release itself untouched
+    (root / "vllm_ascend/worker/worker.py").write_text("class NPUWorker:\n    pass\n")
+    got = sweep.reverts_exactly("vllm-ascend-decode", root)
+    assert got.startswith("n/a (") and "execute_model" in got
+
+
+def test_an_older_sweep_stops_each_recipe_at_the_first_release_without_its_files(tmp_path, tree, monkeypatch):
+    """Newest first: placed and the same shape, then refused at a point, then no file: nothing older is fetched."""
+    roots = {"0.3.0": _release(tree, "0.3.0")}  # older than any release of the table
+    broken = tmp_path / "broken"
+    shutil.copytree(roots["0.3.0"], broken)
+    (broken / "vllm_ascend/worker/worker.py").write_text("class NPUWorker:\n    pass\n")
+    roots["0.2.0"] = broken
+    bare = tmp_path / "bare"
+    shutil.copytree(roots["0.3.0"], bare)
+    shutil.rmtree(bare / "vllm_ascend/worker")
+    roots["0.1.0"] = bare
+    proven = tmp_path / "proven"
+    shutil.copytree(FIXTURES / "vllm-ascend-0.23", proven)
+    fetched = []
+
+    def fetch(rel, optional=()):
+        fetched.append(rel.version)
+        assert "vllm_ascend/worker/worker.py" in optional and not rel.files
+        return {"root": roots[rel.version], "cached": True}
+
+    monkeypatch.setattr(sweep.realwheels, "fetch_release", fetch)
+    monkeypatch.setattr(sweep.realwheels, "release_root", lambda dist, version: proven)
+    rows, shapes_from = sweep.sweep_older("vllm-ascend", ["0.3.0", "0.2.0", "0.1.0", "0.0.1"])
+    assert fetched == ["0.3.0", "0.2.0", "0.1.0"]
+    assert [(r.version, r.result, r.shape, r.revert) for r in rows] == [
+        ("0.3.0", "placed", "same", "exact"), ("0.2.0", "refused", "n/a", "n/a"), ("0.1.0", "no target", "n/a", "n/a")]
+    assert rows[1].note.startswith("vllm_ascend/worker/worker.py:") and "execute_model" in rows[1].note
+    assert rows[2].note == ("none of vllm_ascend/worker/worker_v1.py, vllm_ascend/worker/worker.py: older releases "
+                            "not tried")
+    assert shapes_from == {"vllm-ascend-decode": min(  # the oldest proven release of the table
+        (r.version for r in realwheels.releases("vllm-ascend")), key=sweep.Version)}
+
+
+def test_the_command_line_going_backwards(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as info:
+        sweep.main(["--package", "vllm", "--sample", "minor"])
+    assert info.value.code == 2 and "--sample needs --older" in capsys.readouterr().err
+    asked = []
+
+    def older(dist, versions):
+        asked.append(versions)
+        return [sweep.Row("vllm-decode", versions[-1], "no target", "ok", "n/a", "none of x: older releases not tried",
+                          "n/a")], {"vllm-decode": "0.9.2"}
+
+    monkeypatch.setattr(sweep, "sweep_older", older)
+    monkeypatch.setattr(sweep, "registry_versions", lambda dist: ["0.9.1", "0.9.0", "0.8.5.post1", "0.8.5", "9.9"])
+    start = sweep.older_starts("vllm")["vllm-decode"]
+    assert sweep.main(["--package", "vllm", "--older", "--json"]) == 0
+    assert asked[-1] == [v for v in ["0.9.1", "0.8.5.post1"] if sweep.Version(v) < sweep.Version(start)]
+    out = json.loads(capsys.readouterr().out)
+    assert out["packages"][0]["proven_from"] == start and out["packages"][0]["stopped"] == {"vllm-decode": "0.8.5.post1"}
+    assert out["rows"][0]["revert"] == "n/a"
+    assert sweep.main(["--package", "vllm", "--older", "--sample", "all"]) == 0
+    assert asked[-1] == ["0.9.1", "0.9.0", "0.8.5.post1", "0.8.5"]
+    printed = capsys.readouterr().out
+    assert "vllm: oldest proven in the tests %s; swept 0.8.5" % start in printed
+    assert "vllm-decode: stopped at 0.8.5, which has none of its files" in printed and "REVERT" in printed
+
+
 def test_the_command_line(monkeypatch, capsys):
     with pytest.raises(SystemExit) as info:
         sweep.main(["--versions", "1.0"])
@@ -234,7 +343,7 @@ def test_the_command_line(monkeypatch, capsys):
     assert out["packages"] == [{"package": "vllm", "newest_pinned": sweep.newest_pinned("vllm"), "versions": ["9.0"],
                                 "shapes_from": {"vllm-decode": "0.33.0"}}]
     assert out["rows"] == [{"recipe": "vllm-decode", "version": "9.0", "result": "refused", "examples": "ok",
-                            "shape": "n/a", "note": "why"}]
+                            "shape": "n/a", "note": "why", "revert": ""}]
     assert sweep.main(["--package", "vllm", "--versions", "9.0"]) == 0
     printed = capsys.readouterr().out
     assert "shapes compared with: vllm-decode 0.33.0" in printed and "vllm-decode  9.0      refused" in printed
@@ -245,3 +354,4 @@ def test_the_script_runs_as_a_program():
 
     done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--package" in done.stdout and "--versions" in done.stdout
+    assert "--older" in done.stdout and "--sample" in done.stdout

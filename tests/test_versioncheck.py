@@ -79,7 +79,7 @@ def test_strict_refuses_a_version_past_the_range_and_names_the_recipe_to_use(mon
     with pytest.raises(TargetError) as info:
         check_version(installed("0.9.1"), LEGACY, "r", strict=True)
     assert "only releases it is proven on are patched (--strict-versions or PATCHKIT_STRICT_VERSIONS)" in info.value.message
-    assert "use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version" in info.value.hint
+    assert "use verl-engine-update (verl >=0.6,<=0.9.1) for this version" in info.value.hint
     monkeypatch.setenv(STRICT_ENV, "1")
     with pytest.raises(TargetError):
         check_version(installed("0.9.1"), LEGACY, "r")
@@ -166,8 +166,8 @@ def test_a_recipe_that_excludes_the_installed_release_refuses_it_and_changes_not
     root = tree("verl-0.6")
     mine = tmp_path / "verl-fsdp-update.yaml"
     mine.write_text((RECIPES / "verl-fsdp-update.yaml").read_text().replace(
-        '  versions: ">=0.4,<=0.7.1"\n',
-        '  versions: ">=0.4,<=0.7.1"\n  excluded: {versions: "==0.6.1", reason: "0.6.1 steps inside the loss"}\n'))
+        '  versions: ">=0.3,<=0.7.1"',
+        '  versions: ">=0.3,<=0.7.1"\n  excluded: {versions: "==0.6.1", reason: "0.6.1 steps inside the loss"}'))
     before = snapshot(root)
     for command in ("diff", "apply", "show"):
         result = run(command, mine, "--root", root, code=1 if command != "show" else 0)
@@ -194,7 +194,7 @@ def test_the_newest_release_of_a_package_without_the_recipes_files_names_the_rec
     root = tree("verl-0.9")
     result = run("diff", "verl-fsdp-update", "--root", root, code=1)
     assert "none of the recipe's files is in" in result.stderr
-    assert "use verl-engine-update (verl >=0.6.1,<=0.9.1) for this version" in result.stderr
+    assert "use verl-engine-update (verl >=0.6,<=0.9.1) for this version" in result.stderr
     engine = run("diff", "verl-engine-update", "--root", root)
     assert "verl-fsdp-update" not in engine.stderr  # no note or hint sends the user back
 

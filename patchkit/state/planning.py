@@ -14,7 +14,7 @@ from patchkit import DISTRIBUTION
 from patchkit.core.errors import AnchorError, Location, PatchkitError, TargetError
 from patchkit.core.model import Applied, CannotApply, Point, Settings, TransformResult
 from patchkit.state.targets import Installed, locate
-from patchkit.state.versioncheck import check_version
+from patchkit.state.versioncheck import SKIP_VERSION_CHECK as SKIP_FLAG, check_version
 
 
 class FilePlan(NamedTuple):
@@ -88,6 +88,7 @@ def plan(settings: Settings, root: Optional[str] = None, skip_version_check: boo
         note = check_version(installed, recipe.target, recipe.id, recipe.path, strict_versions)
     except TargetError as exc:
         if not skip_version_check:
+            _with_the_structure(exc, settings, installed)
             raise
         skipped = exc.message
     try:
@@ -96,6 +97,35 @@ def plan(settings: Settings, root: Optional[str] = None, skip_version_check: boo
         if skipped:  # the plan failed further on: the error still says what the skipped check let through
             exc.warnings.append(skipped_note(skipped))
         raise  # past the range, the error names the version and the range itself
+
+
+def _with_the_structure(refusal: TargetError, settings: Settings, installed: Installed) -> None:
+    """A release older than the proven range: the refusal also says what the structure gives there (the point that
+    does not resolve, or that every point fits), so it is not the version alone."""
+    from patchkit.recipe import versions
+
+    target, version = settings.recipe.target, installed.version
+    if version is None or installed.at_least or not target.versions or target.script is not None:
+        return
+    try:
+        if versions.covers(target.versions, version) or versions.beyond(target.versions, version) or (
+                target.excluded and versions.covers(target.excluded, version)):
+            return
+    except (ValueError, versions.InvalidVersion):
+        return
+    try:
+        _planned(settings, installed, "")
+    except PatchkitError as structural:
+        at = structural.where
+        where = f"{at}: " if at is not None and at.path and at.path != settings.recipe.path else ""  # in the target
+        why = structural.message
+        for said in (f" ({_what(target, installed)}; {settings.recipe.id} is proven on {target.versions})",
+                     f" ({_what(target, installed)})"):  # the version and the range: said already
+            why = why[:-len(said)] if why.endswith(said) else why
+        refusal.message += f"; nor does its structure fit: {where}{why}"
+        return
+    refusal.hint += (f"\n  hint: every point of {settings.recipe.id} resolves in this release's files, but they are "
+                     f"not proven to be the same places: review `patchkit diff {settings.recipe.id} {SKIP_FLAG}`")
 
 
 def skipped_note(refusal: str) -> str:
