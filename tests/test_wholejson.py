@@ -288,7 +288,7 @@ def test_in_the_job_a_trace_with_an_error_key_is_kept_and_one_cut_short_refused(
         [failed] = [ln for ln in said if "capture failed" in ln]
         assert re.search(r"was not written whole: OSError: torch wrote only part of it: it ends after \d+ bytes "
                          + FOUND[how] + "; its manifest says so", failed), failed
-        [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+        [cap] = json.loads(cli("traces", out, "--json", "--strict", code=1).stdout)["captures"]
         assert cap["broken"] is True and re.search(FOUND[how], cap["problem"]), cap["problem"]
 
 
@@ -338,7 +338,7 @@ def test_a_capture_asked_of_a_running_job_keeps_a_trace_with_an_error_key_and_re
         assert asked.returncode == 1 and list(out.glob("*.pt.trace.json")) == [], asked.stderr
         assert re.search(r"torch wrote only part of it: it ends after \d+ bytes inside a string", asked.stderr +
                          asked.stdout), asked.stderr
-        [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+        [cap] = json.loads(cli("traces", out, "--json", "--strict", code=1).stdout)["captures"]
         assert cap["broken"] is True and "inside a string opened at byte" in cap["problem"]
 
 
@@ -372,5 +372,5 @@ def test_attach_keeps_a_trace_with_an_error_key_and_refuses_one_cut_short(tmp_pa
         assert cap["broken"] is False
     else:
         assert traces == [] and "torch wrote only part of it: it ends after " in json.dumps(status), status
-        [cap] = json.loads(cli("traces", out, "--json", code=1).stdout)["captures"]
+        [cap] = json.loads(cli("traces", out, "--json", "--strict", code=1).stdout)["captures"]
         assert cap["broken"] is True and "inside a string opened at byte" in cap["problem"]
