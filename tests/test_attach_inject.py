@@ -68,13 +68,20 @@ def test_a_request_whose_hash_differs_is_not_run(tmp_path, folder):
     assert status["state"] == "failed" and "not run" in status["error"]
 
 
-def test_even_system_exit_inside_stays_inside(tmp_path, folder, monkeypatch):
-    fake = tmp_path / "fakeroot" / "patchkit" / "attach"
+def fake_agent(tmp_path, body: str):
+    """A folder holding a patchkit whose in-job agent (patchkit.runtime.attach.agent) does ``body``."""
+    root = tmp_path / "fakeroot"
+    fake = root / "patchkit" / "runtime" / "attach"
     fake.mkdir(parents=True)
-    for d in (fake.parent, fake):
+    for d in (fake.parent.parent, fake.parent, fake):
         (d / "__init__.py").write_text("")
-    (fake / "agent.py").write_text("def attach(spec):\n    raise SystemExit(3)\n")
-    done = run_snippet(sys.executable, tmp_path, inject.bootstrap(folder, str(fake.parent.parent)),
+    (fake / "agent.py").write_text(f"def attach(spec):\n    {body}\n")
+    return root
+
+
+def test_even_system_exit_inside_stays_inside(tmp_path, folder, monkeypatch):
+    fake = fake_agent(tmp_path, "raise SystemExit(3)")
+    done = run_snippet(sys.executable, tmp_path, inject.bootstrap(folder, str(fake)),
                        env={"PYTHONPATH": ""})
     assert done.returncode == 0 and json.loads(done.stdout) == [] and "SystemExit: 3" in done.stderr
 
@@ -203,12 +210,8 @@ def test_on_3_14_the_lines_go_as_a_private_file_to_sys_remote_exec(tmp_path, mon
 
 
 def test_the_job_s_own_ctrl_c_caught_inside_is_given_back_to_it(tmp_path, folder):
-    fake = tmp_path / "fakeroot" / "patchkit" / "attach"
-    fake.mkdir(parents=True)
-    for d in (fake.parent, fake):
-        (d / "__init__.py").write_text("")
-    (fake / "agent.py").write_text("def attach(spec):\n    raise KeyboardInterrupt\n")
-    (tmp_path / "snippet.py").write_text(inject.bootstrap(folder, str(fake.parent.parent)))
+    fake = fake_agent(tmp_path, "raise KeyboardInterrupt")
+    (tmp_path / "snippet.py").write_text(inject.bootstrap(folder, str(fake)))
     program = ("import sys, time\nexec(open(sys.argv[1]).read(), {'__name__': '__main__'})\ntry:\n"
                "    for _ in range(200):\n        time.sleep(0.01)\n    print('lost')\n"
                "except KeyboardInterrupt:\n    print('given back')\n")

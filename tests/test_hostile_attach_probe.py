@@ -24,7 +24,6 @@ import pytest
 
 import attach_helpers as helpers
 from patchkit.attach.process import AttachError
-from patchkit.attach.session import Session
 
 pytestmark = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_denied()),
                                 reason=helpers.gdb_missing() or helpers.ptrace_denied() or "")
@@ -213,11 +212,11 @@ def test_a_json_py_left_in_a_root_job_s_shared_working_folder_never_runs(strange
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     jobs.append(job)
     time.sleep(0.5)
-    site = helpers.site(tmp_path)
-    session = Session([job.pid], str(helpers.recipe(tmp_path, "logged")), root=str(site),
-                      install=str(tmp_path / "empty"))
-    with pytest.raises(AttachError, match="cannot import patchkit's runtime") as err:
-        session.prepare()
+    from patchkit.attach import access
+    from patchkit.engine.lines import LINES
+
+    with pytest.raises(AttachError, match="cannot import patchkit's runtime") as err:  # every check of prepare()'s
+        access.check(job.pid, LINES, install=str(tmp_path / "empty"))
     assert runs_by_others(marker, job.pid) == [], "patchkit imported the neighbour's json.py"
     assert "not looked for" in err.value.hint
     assert job.poll() is None
