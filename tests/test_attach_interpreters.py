@@ -62,7 +62,7 @@ STEPLOG = textwrap.dedent('''\
     ''')
 
 TRAIN = textwrap.dedent('''\
-    """pkjob/train.py without torch: a method kept in a decorator's closure, and one whose end is never reached."""
+    """pkjob/train.py without torch: a method kept in a decorator's closure, and one with a with block."""
     import contextlib
 
 
@@ -83,7 +83,7 @@ TRAIN = textwrap.dedent('''\
         def step_inside(self, i):
             with contextlib.nullcontext():
                 self.losses.append(i * 0.5)
-                return i
+            return i
     ''')
 
 JOB = textwrap.dedent('''\
@@ -138,6 +138,7 @@ RECIPE = textwrap.dedent('''\
     ''')
 STARTED = "  - class: Trainer\n    method: {method}\n    at: method_start\n    action: start\n"
 ENDED = "  - class: Trainer\n    method: {method}\n    at: method_end\n"
+NEVER = "  - class: Trainer\n    method: {method}\n    at: method_start\n    guard: i < 0\n"  # its guard never holds
 
 
 class Setup:
@@ -328,12 +329,12 @@ def test_functions_of_every_shape_are_found_by_their_names_and_put_back_from_the
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_call_that_never_reaches_the_point_is_counted_in_the_status(setups, kind):
-    """A method whose end is never reached (it returns inside ``with``): the status while the window waits says how
+    """A method whose point is never reached (its guard never holds): the status while the window waits says how
     many times it was called since its code went in, which the waiting line tells (3.12+: ``sys.monitoring``)."""
     python = python_of(kind)
     from patchkit.attach import records
 
-    s = setups(python, method="step_inside", points=ENDED)
+    s = setups(python, method="step_inside", points=NEVER)
     s.wait_steps(5)
     attaching = s.attach("--steps", "3", start_new_session=True)
     deadline, calls = time.time() + 120, []
