@@ -200,3 +200,17 @@ def test_a_script_s_module_is_the_job_s_main_planned_in_the_folder_that_holds_it
     assert module["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
     assert module["targets"] == [["Tiny", "training_step", None]]
     assert '_patchkit_runtime.step("ts")' in module["instrumented"]
+
+
+def test_the_window_replaces_a_periodic_schedule_of_the_recipe_s_own(tmp_path):
+    """A recipe with wait/warmup/active of its own (sglang-forward's): the window is exactly --steps steps, with
+    no periodic key left beside it (the runtime refuses steps together with wait, warmup, active)."""
+    from patchkit.core.vocabulary import DEFAULTS
+    from patchkit.runtime.settings import _combinations
+
+    recipe = helpers.recipe(tmp_path, "logged")
+    recipe.write_text(recipe.read_text() + "schedule: {wait: 1, warmup: 1, active: 2, repeat: 1}\n")
+    s = payload.settings(str(recipe), [], None, 3)
+    assert s.recipe.schedule.steps == (0, 1, 2) and s.recipe.schedule.trigger == "schedule"
+    assert all(getattr(s.recipe.schedule, k) == DEFAULTS[k] for k in ("wait", "warmup", "active", "repeat"))
+    assert _combinations(s.runtime_settings()) == []

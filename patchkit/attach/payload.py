@@ -28,7 +28,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from patchkit.attach.process import AttachError, Process
 from patchkit.core.errors import Location
-from patchkit.core.model import MARKER, Settings
+from patchkit.core.model import MARKER, Schedule, Settings
 
 FORMAT = 1
 MAX_STEPS = 1000  # as `patchkit capture`: a profiler keeps every event of its window in memory
@@ -49,7 +49,7 @@ def settings(recipe: str, overrides: Sequence[str], backend: Optional[str], step
         raise AttachError(f"--steps: attach records 1 to {MAX_STEPS} steps", Location("<command line>"),
                           "ask for a few steps: the profiler keeps every event of the window in the job's memory")
     s = load(recipe, list(overrides), backend)
-    window = s.recipe.schedule._replace(steps=tuple(range(steps)), trigger="schedule")
+    window = Schedule(steps=tuple(range(steps)), trigger="schedule")  # the recipe's periodic keys go, as defaults
     return s._replace(recipe=s.recipe._replace(schedule=window))
 
 
