@@ -189,7 +189,7 @@ def test_diff_apply_status_and_revert_take_a_script_from_the_recipe_s_folder(tmp
     assert "# patchkit:ts" in (tmp_path / "train.py").read_text()
     status = run("status").stdout
     assert f"applied     ts  {tmp_path / 'train.py'}  (train.py)" in status
-    done = subprocess.run([sys.executable, "-I", "train.py"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-I", "-S", "train.py"], cwd=tmp_path, capture_output=True, text=True)
     assert done.stdout == "6\n"  # patched, the script runs (patchkit not importable there: said, and it runs on)
     assert "patchkit: ts is applied to __main__, but" in done.stderr
     run("revert", "ts")

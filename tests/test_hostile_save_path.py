@@ -116,7 +116,8 @@ def test_attach_to_a_job_in_a_shared_folder_refuses_her_folder_and_puts_the_code
         job.wait_steps(10)
         done = helpers.attach(tmp_path, [job.pid, helpers.recipe(tmp_path, "logged"), "profiler.save_path=prof",
                                          "--root", site, "--steps", 2, "--json"])
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 1, done.stderr  # nothing recorded is a failure, said with what to do
+        assert f"pid {job.pid}: nothing recorded: the capture failed (profiler.save_path" in done.stderr
         (status,) = json.loads(done.stdout)
         assert status["state"] == "restored" and status["original_code"] is True, status
         assert status["why"] == "the capture ended with an error before any window"  # not "the window closed"
