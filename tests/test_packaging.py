@@ -21,6 +21,10 @@ def test_wheel_ships_recipes_schema_and_sample_and_lists_them(tmp_path):
     assert "patchkit/demo/sample/verl/workers/actor/dp_actor.py" in names
     assert "patchkit/demo/sample/verl-0.6.1.dist-info/METADATA" in names
     assert not any(n.startswith(("tests/", "fixtures/")) or "/doubles/" in n for n in names)
+    package = REPO / "patchkit"  # every module of the source tree, the in-job ones included
+    missing = [str(p.relative_to(REPO)) for p in package.rglob("*.py") if "__pycache__" not in p.parts
+               and p.relative_to(REPO).as_posix() not in names]
+    assert not missing, f"not in the wheel (a package left out of pyproject's list?): {missing}"
 
     target = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
@@ -45,3 +49,18 @@ def test_wheel_ships_recipes_schema_and_sample_and_lists_them(tmp_path):
     assert dist_info == [f"patchkit_profiler-{patchkit.__version__}.dist-info/METADATA"]
     metadata = zipfile.ZipFile(wheel).read(dist_info[0]).decode()
     assert "\nName: patchkit-profiler\n" in metadata
+
+
+def test_every_package_of_the_source_tree_is_listed_for_the_wheel():
+    """pyproject.toml names the packages the wheel ships; a subpackage left out is shipped by some setuptools
+    (as package data, with a warning) and not by others: pip's isolated build left patchkit.runtime.attach out."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # 3.10
+        import tomli as tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    package = REPO / "patchkit"
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in package.rglob("__init__.py")
+             if "sample" not in p.parts}  # the demo's bundled sample is package data, not a package of patchkit's
+    assert found - listed == set(), "packages not listed in pyproject.toml's [tool.setuptools] packages"
