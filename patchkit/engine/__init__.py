@@ -4,6 +4,5 @@
 - :mod:`.points`: the finders, one module per kind of position; :mod:`.points.lookup`: classes, methods, functions.
 - :mod:`.lines`: the inserted lines as text (no libcst: `show` prints them); :mod:`.codegen`: the same lines as libcst nodes.
 - :mod:`.marks`: patchkit's own lines (``# patchkit:RECIPE``), found and taken out.
-- :mod:`.scopes`: a module with only the functions a recipe's points are in (attach plans those alone).
 - :mod:`.diff`: unified diffs for review; :mod:`.examples`: a recipe's own before/after examples, run.
 """

@@ -261,9 +261,9 @@ def _file_plan(settings: Settings, installed: Installed, relpath: str, points: S
 
 
 def _scoped(text: str, points: Sequence[Point]) -> str:
-    """Only the functions the points are in (:func:`patchkit.engine.scopes.only`): what ``scopes_only`` plans on,
+    """Only the functions the points are in (:func:`patchkit.state.scopes.only`): what ``scopes_only`` plans on,
     for ``patchkit attach``, which swaps those functions' code alone; its ``result.text`` is then not a file."""
-    from patchkit.engine.scopes import only
+    from patchkit.state.scopes import only
 
     return only(text, points)
 

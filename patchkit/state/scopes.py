@@ -7,9 +7,11 @@ blanks every top-level function and class no point is in, and in a class a point
 (their decorators too); imports, assignments and the rest stay, so the header goes where it would go.  Each
 line keeps its number (a blanked line is an empty line with its own line ending), so what the engine says about
 a line is said about the file's own line.  The code of a target function comes out as it would from the whole
-file (tests/test_engine_scopes.py compares them on every fixture and recipe).
+file (tests/test_scopes.py compares them on every fixture and recipe).
 
-When the text cannot be read by :mod:`ast`, or two statements share a line, it is given back whole.
+When the text cannot be read by :mod:`ast`, or two statements share a line, it is given back whole.  This is
+planning's, not the engine's (which reads code on libcst's tree only): :mod:`ast` only says which lines to leave
+out, and the engine still finds every point on libcst's tree of what is left.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""engine.scopes: attach plans a file with only the functions its points are in.  The code of each target function
+"""state.scopes: attach plans a file with only the functions its points are in.  The code of each target function
 comes out equal (bytecode, constants, names, line numbers: ``==`` on code objects) to the whole file's, for every
 built-in recipe on every fixture it plans on; lines keep their numbers; what ast cannot read is given back whole."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.model import Point
-from patchkit.engine.scopes import only
+from patchkit.state.scopes import only
 from patchkit.runtime.attach.swap import code_at, outer_path
 
 REPO = Path(__file__).resolve().parent.parent
