@@ -288,14 +288,25 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def sweep(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str, Optional[str]]]:
-    """The rows for ``versions`` of ``dist``, and the proven release each recipe's shape is compared with."""
-    recipes = _recipes(dist)
-    files = _candidate_files(recipes)
-    examples = {s.id: _examples(s) for s in recipes}
+def _fetched(dist: str, version: str, files, rows: List[Row]) -> Optional[Path]:
+    """The root of ``dist==version``'s target files (fetched once into the cache); None, with a row saying why, when
+    it could not be fetched."""
+    _say("fetching %s==%s ..." % (dist, version))
+    try:
+        info = realwheels.fetch_release(realwheels.Release(dist, version, ()), files)
+    except realwheels.RealWheelError as exc:
+        rows.append(Row("*", version, "not fetched", "", "", one_line(exc)))
+        return None
+    if not info["cached"]:
+        _say("  %s %.1f MB in %.1f s" % (info["file"], int(info["bytes"]) / 1e6, info["download_s"]))
+    return Path(info["root"])  # type: ignore[arg-type]
+
+
+def _baselines(dist: str, recipes, pick) -> Dict[str, Tuple[Optional[str], Optional[List[Shape]], str]]:
+    """For each recipe, the proven release ``pick(dist, range)`` names, its shapes there, and why there are none."""
     baselines: Dict[str, Tuple[Optional[str], Optional[List[Shape]], str]] = {}
     for s in recipes:
-        proven = proven_release(dist, s.recipe.target.versions)
+        proven = pick(dist, s.recipe.target.versions)
         if proven is None:
             baselines[s.id] = (None, None, "no release of the table in %s" % s.recipe.target.versions)
             continue
@@ -304,17 +315,20 @@ def sweep(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str, Opti
             baselines[s.id] = (proven, _plan_shapes(plan, s.id), "")
         except PatchkitError as exc:
             baselines[s.id] = (proven, None, "on %s: %s" % (proven, one_line(exc)))
+    return baselines
+
+
+def sweep(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str, Optional[str]]]:
+    """The rows for ``versions`` of ``dist``, and the proven release each recipe's shape is compared with."""
+    recipes = _recipes(dist)
+    files = _candidate_files(recipes)
+    examples = {s.id: _examples(s) for s in recipes}
+    baselines = _baselines(dist, recipes, proven_release)
     rows: List[Row] = []
     for version in versions:
-        _say("fetching %s==%s ..." % (dist, version))
-        try:
-            info = realwheels.fetch_release(realwheels.Release(dist, version, ()), files)
-        except realwheels.RealWheelError as exc:
-            rows.append(Row("*", version, "not fetched", "", "", one_line(exc)))
+        root = _fetched(dist, version, files, rows)
+        if root is None:
             continue
-        if not info["cached"]:
-            _say("  %s %.1f MB in %.1f s" % (info["file"], int(info["bytes"]) / 1e6, info["download_s"]))
-        root = Path(info["root"])  # type: ignore[arg-type]
         for s in recipes:
             result, note, plan = try_recipe(s.id, s.recipe.target.versions, version, root)
             note = note.replace(str(root), "<root>")
@@ -340,17 +354,7 @@ def sweep_older(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str
     recipes = _recipes(dist)
     files = _candidate_files(recipes)
     examples = {s.id: _examples(s) for s in recipes}
-    baselines: Dict[str, Tuple[Optional[str], Optional[List[Shape]], str]] = {}
-    for s in recipes:
-        proven = oldest_proven(dist, s.recipe.target.versions)
-        if proven is None:
-            baselines[s.id] = (None, None, "no release of the table in %s" % s.recipe.target.versions)
-            continue
-        try:
-            plan = patchkit.plan_recipe(s.id, root=str(realwheels.release_root(dist, proven)))
-            baselines[s.id] = (proven, _plan_shapes(plan, s.id), "")
-        except PatchkitError as exc:
-            baselines[s.id] = (proven, None, "on %s: %s" % (proven, one_line(exc)))
+    baselines = _baselines(dist, recipes, oldest_proven)
     rows: List[Row] = []
     stopped: Dict[str, str] = {}
     starts = older_starts(dist)
@@ -358,15 +362,9 @@ def sweep_older(dist: str, versions: Sequence[str]) -> Tuple[List[Row], Dict[str
         live = [s for s in recipes if s.id not in stopped and Version(version) < Version(starts[s.id])]
         if not live:
             continue
-        _say("fetching %s==%s ..." % (dist, version))
-        try:
-            info = realwheels.fetch_release(realwheels.Release(dist, version, ()), files)
-        except realwheels.RealWheelError as exc:
-            rows.append(Row("*", version, "not fetched", "", "", one_line(exc)))
+        root = _fetched(dist, version, files, rows)
+        if root is None:
             continue
-        if not info["cached"]:
-            _say("  %s %.1f MB in %.1f s" % (info["file"], int(info["bytes"]) / 1e6, info["download_s"]))
-        root = Path(info["root"])  # type: ignore[arg-type]
         for s in live:
             if not _has_target(s, root):
                 stopped[s.id] = version
