@@ -249,6 +249,16 @@ class Job(Running):
         return (final[-1] if final else {}), err
 
 
+def left_as_it_was(plain: Job, job: Job, steps: int) -> str:
+    """The job ran its ``steps`` steps with its own code, its losses those of the job never attached beside it;
+    its stderr."""
+    final, err = job.finish(stop=False)
+    unattached, _ = plain.finish(stop=False)
+    assert final["steps"] == unattached["steps"] == steps and final["losses"] == unattached["losses"]
+    assert all(final["original"].values()) and final["left"] == []
+    return err
+
+
 def attach(tmp: Path, args, env=None, timeout=300, **popen):
     environ = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
     environ.pop("PATCHKIT_RUN", None)

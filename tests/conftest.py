@@ -161,3 +161,12 @@ def stranger(stranger_account):
     os.chmod(sticky, 0o1777)
     yield Stranger(*stranger_account, sticky)
     shutil.rmtree(sticky, ignore_errors=True)
+
+
+@pytest.fixture
+def jobs():
+    """The jobs a test starts (anything with ``kill()``: attach_helpers.Job, ...), each killed at its end."""
+    started = []
+    yield started
+    for job in started:
+        job.kill()

@@ -177,14 +177,6 @@ class Job(helpers.Running):
         return final[-1]
 
 
-@pytest.fixture
-def jobs():
-    started = []
-    yield started
-    for job in started:
-        job.kill()
-
-
 def start(jobs, *args, **kw):
     jobs.append(Job(*args, **kw))
     return jobs[-1]
@@ -240,7 +232,6 @@ def test_the_next_steps_are_recorded_and_the_class_holds_its_own_objects_again(t
     log = {ln["step"]: ln for ln in job.steps()}
     assert log[k - 1]["start"] < status["attached_at"] < log[k]["end"], "the window starts at the next call"
     left_as_it_was(job.finish(), plain.finish())
-
 
 
 def test_detach_mid_window_keeps_what_was_recorded_and_gives_the_class_its_method_back(tmp_path, site, jobs):

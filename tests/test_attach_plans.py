@@ -22,24 +22,13 @@ needs_gdb = pytest.mark.skipif(bool(helpers.gdb_missing() or helpers.ptrace_deni
 STEPS = 120
 
 
-@pytest.fixture
-def jobs():
-    started = []
-    yield started
-    for job in started:
-        job.kill()
-
-
 def recorded(done, job, plain, n=3):
     assert done.returncode == 0, done.stderr
     (status,) = json.loads(done.stdout)
     assert status["state"] == "restored" and status["original_code"], status
     (capture,) = status["captures"]
     assert [j for j, _ in helpers.recorded_labels(capture["traces"][0])] == list(range(n))
-    final, err = job.finish(stop=False)
-    unattached, _ = plain.finish(stop=False)
-    assert final["steps"] == unattached["steps"] == STEPS and final["losses"] == unattached["losses"]
-    assert all(final["original"].values()) and final["left"] == []
+    helpers.left_as_it_was(plain, job, STEPS)
     return status
 
 

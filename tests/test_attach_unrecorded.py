@@ -26,14 +26,6 @@ NO_TORCH_NPU = (f"the npu backend cannot record in this job: torch_npu is not in
                 f"({sys.executable}); hint: --backend torch can record here")
 
 
-@pytest.fixture
-def jobs():
-    started = []
-    yield started
-    for job in started:
-        job.kill()
-
-
 def test_the_agent_refuses_a_backend_the_job_cannot_record_with_before_anything_changes(tmp_path, monkeypatch,
                                                                                            clean_runtime, capsys):
     site = helpers.site(tmp_path)
@@ -69,15 +61,6 @@ def unattached_and_attached(jobs, tmp_path, path, steps):
     return plain, job
 
 
-def left_as_it_was(plain, job, steps):
-    """The job ran every step with its own code, its losses those of the job never attached; its stderr."""
-    final, err = job.finish(stop=False)
-    unattached, plain_err = plain.finish(stop=False)
-    assert final["steps"] == unattached["steps"] == steps and final["losses"] == unattached["losses"]
-    assert all(final["original"].values()) and final["left"] == []
-    return err
-
-
 @REAL
 @pytest.mark.parametrize("case", ["no torch_npu", "torch_npu never imported"])
 def test_an_npu_recipe_on_a_cpu_torch_job_is_refused_before_anything_changes(tmp_path, jobs, case):
@@ -93,7 +76,7 @@ def test_an_npu_recipe_on_a_cpu_torch_job_is_refused_before_anything_changes(tmp
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"pid {job.pid}: refused: {refusal}; nothing changed\n" in done.stderr
     assert f"error: pid {job.pid}: refused: {refusal}\n" in done.stderr
-    err = left_as_it_was(plain, job, 120)
+    err = helpers.left_as_it_was(plain, job, 120)
     assert err == f"[patchkit] attach: {refusal}; nothing changed, the job runs on\n"
     assert not (tmp_path / "traces").exists()
     assert not [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(f"patchkit-attach-{job.pid}-")]
@@ -116,7 +99,7 @@ def test_a_window_whose_capture_fails_records_nothing_and_fails_the_command(tmp_
                            f"is refused: {shared} ")
     assert line.endswith("; the job's own code is back (the capture ended with an error before any window); fix its "
                          "cause (the job's stderr says it too) and attach again")
-    left_as_it_was(plain, job, 120)
+    helpers.left_as_it_was(plain, job, 120)
     assert not (shared / "traces").exists()
 
 
@@ -130,7 +113,7 @@ def test_a_process_the_recipe_leaves_out_records_nothing_and_the_command_fails_s
         in done.stderr
     assert "error: nothing recorded in any process: no capture started in one\n  hint: the recipe's profiler.ranks " \
         "or profiler.replicas leave every process out" in done.stderr
-    left_as_it_was(plain, job, 120)
+    helpers.left_as_it_was(plain, job, 120)
 
 
 @REAL
@@ -176,4 +159,4 @@ def test_a_job_that_imported_torch_npu_with_an_npu_available_is_let_in_and_recor
     (capture,) = status["captures"]
     assert capture["backend"] == "npu" and capture["recorded"] == [[0, 1]] and capture["traces"], capture
     assert all("_ascend_pt" in t for t in capture["traces"])
-    left_as_it_was(plain, job, 120)
+    helpers.left_as_it_was(plain, job, 120)

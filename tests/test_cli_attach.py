@@ -29,14 +29,6 @@ def site(tmp_path):
     return helpers.site(tmp_path)
 
 
-@pytest.fixture
-def jobs():
-    started = []
-    yield started
-    for job in started:
-        job.kill()
-
-
 def start(jobs, tmp_path, site, **kw):
     job = Job(tmp_path, site, **kw)
     jobs.append(job)
