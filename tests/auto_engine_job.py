@@ -71,7 +71,8 @@ def main():
     auto_common.deterministic(args.seed)
     model = Model().eval()
     journal = auto_common.Journal(args, value="out")
-    Engine(model, journal, args.seed).run()
+    with journal.running(args):
+        Engine(model, journal, args.seed).run()
     journal.close()
 
 

@@ -14,7 +14,7 @@ import tempfile
 
 import auto_common
 
-VOCAB, POSITIONS, WIDTH, LAYERS, HEADS = 1024, 32, 256, 2, 4
+VOCAB, POSITIONS, WIDTH, LAYERS, HEADS = 1024, 40, 256, 2, 4
 MICRO, ACCUM = 4, 2  # sequences per micro-batch, micro-batches per optimizer step
 
 
@@ -53,7 +53,8 @@ def main():
         trainer = Trainer(model=model, args=targs, train_dataset=dataset(args.seed, MICRO * ACCUM * 16),
                           callbacks=[Journaling()])
         trainer.remove_callback(transformers.trainer_callback.PrinterCallback)  # it prints each log on stdout
-        trainer.train()
+        with journal.running(args):
+            trainer.train()
     journal.close()
 
 

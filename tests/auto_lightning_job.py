@@ -86,7 +86,8 @@ def main():
                                 accumulate_grad_batches=ACCUM, enable_progress_bar=False, logger=False,
                                 enable_checkpointing=False, enable_model_summary=False, callbacks=[Journaling()],
                                 num_sanity_val_steps=0, deterministic=True, default_root_dir=None)
-    trainer.fit(Regression(), loader)
+    with journal.running(args):
+        trainer.fit(Regression(), loader)
     journal.close()
 
 

@@ -89,7 +89,8 @@ def main():
     model, optimizer, loader = build(args.seed, args.accum)
     journal = auto_common.Journal(args)
     epochs = -(-args.steps // BATCHES)
-    train(model, optimizer, loader, epochs, args.accum, journal.step)
+    with journal.running(args):
+        train(model, optimizer, loader, epochs, args.accum, journal.step)
     journal.close()
 
 
