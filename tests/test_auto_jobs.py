@@ -121,3 +121,22 @@ def test_each_job_says_on_its_command_line_what_it_takes():
             assert option in done.stdout, (kind, option)
     assert "--accum" in subprocess.run([sys.executable, str(autojobs.SCRIPTS["nested"]), "--help"],
                                        capture_output=True, text=True, timeout=120).stdout
+
+
+def test_frameworks_that_cannot_be_installed_are_a_real_wheel_error_that_says_why(tmp_path, monkeypatch):
+    """A registry that cannot be reached: tests/frameworksenv.py raises what the suite's conftest skips on (and fails
+    on in CI), with pip's own words; nothing is marked built."""
+    import os
+
+    import frameworksenv
+    import realwheels
+
+    monkeypatch.setattr(frameworksenv, "ROOT", tmp_path / "frameworks-env")
+    for name in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no configured index or mirror
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens on the discard port
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    with pytest.raises(realwheels.RealWheelError, match=r"(?s)could not install .*lightning"):
+        frameworksenv.ensure()
+    assert not frameworksenv.built()
