@@ -36,6 +36,7 @@ def test_a_job_computes_the_same_twice_quietly_with_a_step_s_worth_of_work_in_ea
     plain.wait_steps(STEPS)
     final, err = plain.finish()  # stopped by its stop file
     assert err == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.log", "plain.stop"]  # nothing saved, no logs
     assert final["steps"] == len(final["losses"]) == len(plain.steps()) >= STEPS
     assert [ln["step"] for ln in plain.steps()] == list(range(final["steps"]))
     value = "out" if kind == "engine" else "loss"
