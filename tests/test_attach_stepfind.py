@@ -276,6 +276,36 @@ def test_with_no_marker_a_loop_seen_turning_twice_is_ranked_after_those_seen_mor
     assert found.candidates[-1].share == 1.0 and found.candidates[-1].regularity == pytest.approx(1.0, abs=0.01)
 
 
+FLAT_ACCUMULATION = '''\
+def train(model, loader, opt):
+    for i, batch in enumerate(loader):  # @loop
+        model(batch).sum().backward()  # @fwd
+        if (i + 1) % 4 == 0:  # @check
+            opt.step()  # @ostep
+            opt.zero_grad()  # @zero
+'''
+
+
+def test_gradient_accumulation_in_one_loop_has_no_step_and_says_why():
+    """An optimizer step every 4 turns of the one loop: no function or loop holds one step, and why says so."""
+    job = Job(FLAT_ACCUMULATION)
+    with job.call("train"):
+        for i in range(40):
+            job.run("loop", 0.003)
+            job.forward("fwd", 0.030)
+            job.run("check", 0.0005)
+            if (i + 1) % 4 == 0:
+                job.step("ostep")
+                job.run("zero", 0.001)
+    found = find(job.watch(), job.source_of)
+    loop, = found.candidates
+    assert found.chosen is None and (loop.role, loop.per_step, loop.repeats) == ("inner", 9 / 38, 38)
+    assert found.why == ("10 optimizer steps were seen (one every 0.139 s), but no function or loop holds exactly "
+                         "one each, 3 times or more; each turn of the loop at line 2 of train holds 1/4 of an "
+                         "optimizer step (a micro-batch: 4 per step)")
+    assert found.top[0] == (JOB, job.tags["fwd"], "train", pytest.approx(0.87, abs=0.01))
+
+
 STEP_FUNCTION = '''\
 import torch
 
@@ -507,8 +537,9 @@ def test_a_file_that_cannot_be_read_leaves_its_functions_without_loops():
         found = find(job.watch(), source_of)
         assert {c.kind for c in found.candidates} == {"function"} and {c.code for c in found.candidates} == {""}
         assert [c.qualname for c in found.candidates] == ["compute_loss", "evaluate"]
-        assert found.chosen is None and found.why.startswith("32 optimizer steps were seen (one every 0.157 s), "
-                                                             "but no function or loop holds exactly one each")
+        assert found.chosen is None and found.why == (
+            "32 optimizer steps were seen (one every 0.157 s), but no function or loop holds exactly one each, 3 times "
+            "or more; each call of compute_loss holds 1/4 of an optimizer step (a micro-batch: 4 per step)")
         assert found.top[0][:3] == (JOB, job.tags["backward"], "train")
 
 
