@@ -22,6 +22,9 @@ The attaching side, in the command's process:
   is passed over with why, not the whole command.
 - :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and
   each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
+- :mod:`.stepfind`: ``attach --auto``'s step found with no recipe, from what the job's watcher saw of its stacks:
+  the functions and loops that repeat, ranked by the optimizer steps (or model forwards) each repetition holds.
+- :mod:`.steploops`: a function's own loops read with ast, and which loop each of the watcher's wraps turned.
 
 What runs inside the job is :mod:`patchkit.runtime.attach` (the agent, the swap, the decorators, the fork
 guard and the lines gdb or ``sys.remote_exec`` hand the job), with the rest of the runtime: one place, held to
