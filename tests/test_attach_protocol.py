@@ -15,8 +15,9 @@ from patchkit.runtime.attach.protocol import DONE, IN, ORDER, WRITTEN, Reason, S
 
 def test_the_states_are_plain_strings_in_a_status_file_and_an_agent_only_goes_forwards():
     assert json.dumps({"state": State.RECORDING}) == '{"state": "recording"}' and str(State.NO_ANSWER) == "no answer"
-    assert ORDER == (State.QUEUED, *IN)
-    assert not set(IN) & set(DONE) and set(WRITTEN) - set(IN) <= set(DONE)
+    assert ORDER == (State.QUEUED, State.WATCHING, *IN)  # a watch (attach --auto) is a request of its own
+    assert not set(IN) & set(DONE) and set(WRITTEN) - set(IN) - {State.WATCHING} <= set(DONE)
+    assert State.WATCHED in DONE and State.WATCHING not in DONE
     assert channel.STATES == tuple(s.value for s in WRITTEN)
 
 

@@ -11,6 +11,8 @@ The attaching side, in the command's process:
 - :mod:`.jobpath`: where a job's code is: its ``sys.path`` rebuilt from ``/proc`` as data (script, PYTHONPATH, venv).
 - :mod:`.jobfiles`: the recipe planned on a private copy of the job's own files, read as a stranger's.
 - :mod:`.plans`: one plan for each environment the processes run in (``--root`` wins), this user's first.
+- :mod:`.livepoints`: where a call already running when attach gets in (a ``train()`` that never returns) takes the
+  recipe's statements from a line trace, since it keeps its own code.
 - :mod:`.payload`: the recipe planned with the engine into the agent's request, in a private folder.
 - :mod:`.inject`: getting in: gdb and the interpreter's pending calls (3.10-3.13), ``sys.remote_exec`` (3.14+).
 - :mod:`.gdbrun`: gdb (or the sender) run apart from this command's terminal and signals, let go of the job cleanly.
@@ -20,6 +22,9 @@ The attaching side, in the command's process:
 - :mod:`.records`: what this state folder attached, for ``detach`` and ``attach --status`` from another terminal.
 - :mod:`.passover`: ``--match`` among strangers: a process that a check of its own refuses (not Python, stopped...)
   is passed over with why, not the whole command.
+- :mod:`.auto`: ``attach --auto``: the job's stacks watched (no recipe, nothing changed), its step found, chosen.
+- :mod:`.watchread`: what a job's watcher saw, read as a stranger's file: typed, bounded, every index checked.
+- :mod:`.autorecipe`: the step written as a recipe, from the job's own files read as a stranger's.
 - :mod:`.flow`: one attach from the first injection to the last window closed, as ``patchkit attach`` runs it and
   each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
 - :mod:`.stepfind`: ``attach --auto``'s step found with no recipe, from what the job's watcher saw of its stacks:

@@ -96,31 +96,34 @@ def read(base: str) -> Optional[Dict[str, Any]]:
     return parse(raw)
 
 
-def _raw(base: str) -> Optional[bytes]:
+def _raw(base: str, name: str = STATUS, limit: int = LIMIT) -> Optional[bytes]:
+    """The bytes of ``name`` in the channel of ``base``, at most ``limit`` (:class:`Refused` past it); None while
+    there is none."""
     base_fd = open_base(base)
     try:
         out_fd = open_out(base_fd)
         try:
             try:
-                fd = open_regular(STATUS, out_fd)
+                fd = open_regular(name, out_fd)
             except FileNotFoundError:
                 return None
             except Refused as exc:
-                raise Refused(exc.errno, f"{STATUS} {exc}") from None
+                raise Refused(exc.errno, f"{name} {exc}") from None
             try:
-                data, chunk = b"", b"-"
-                while chunk and len(data) <= LIMIT:
-                    chunk = os.read(fd, LIMIT + 1 - len(data))
-                    data += chunk
+                chunks, size, chunk = [], 0, b"-"
+                while chunk and size <= limit:
+                    chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+                    chunks.append(chunk)
+                    size += len(chunk)
             finally:
                 os.close(fd)
         finally:
             os.close(out_fd)
     finally:
         os.close(base_fd)
-    if len(data) > LIMIT:
-        raise Refused(errno.EFBIG, f"{STATUS} is larger than {size_text(LIMIT)}")
-    return data
+    if size > limit:
+        raise Refused(errno.EFBIG, f"{name} is larger than {size_text(limit)}")
+    return b"".join(chunks)
 
 
 _TOKENS = re.compile(rb'[][{}"\\]')
@@ -232,7 +235,8 @@ FIELDS: Dict[str, Callable[[Any], Any]] = {
     "pid": number, "recipe": text, "id": text, "time": moment, "attached_at": moment, "targets": texts(),
     "steps": number, "functions": number, "calls": count, "running": texts(NAME, 20), "why": lambda v: text(v, TEXT),
     "error": lambda v: text(v, TEXT), "original_code": flag, "clean": flag, "captures": captures,
-    "reason": lambda v: v if isinstance(v, str) and v in REASONS else None}
+    "reason": lambda v: v if isinstance(v, str) and v in REASONS else None, "samples": count, "seconds": moment,
+    "stopped": text}
 
 
 def _fields(data: Dict[str, Any], fields: Dict[str, Callable[[Any], Any]]) -> Dict[str, Any]:

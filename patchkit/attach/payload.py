@@ -72,12 +72,20 @@ def request(s: Settings, steps: int, root: Optional[str] = None, versions=(False
         name = "__main__" if s.recipe.target.script else module_name(f.relpath)  # a script runs as __main__
         modules.append({"name": name, "file": str(f.path), "relpath": f.relpath,
                         "sha256": hashlib.sha256(f.data).hexdigest(), "instrumented": f.result.text,
-                        "targets": [list(t) for t in targets],
+                        "targets": [list(t) for t in targets], "live": _live(f, targets),
                         "decorated": [[list(t), decorators(s.id, f, t)] for t in decorated]})
     return {"format": FORMAT, "recipe": s.id, "lines": LINES, "steps": steps, "modules": modules,
             "header": "".join(line + "\n" for line in header_lines(s)),
             "save_path": s.recipe.profiler.save_path, "version": p.installed.shown,
             "version_note": p.version_note, "version_skipped": p.version_skipped}
+
+
+def _live(f, targets) -> List[list]:
+    """For each target, the statements its running call takes from a line trace (:mod:`.livepoints`)."""
+    from patchkit.attach.livepoints import triggers
+
+    text = f.data.decode("utf-8", "replace")
+    return [[list(t), [list(x) for x in triggers(text, f.result.text, t)]] for t in targets]
 
 
 def _targets(points) -> List[tuple]:

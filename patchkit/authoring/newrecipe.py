@@ -49,8 +49,9 @@ class _Asked(NamedTuple):
 
 
 def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
-              output: Optional[str], backend: Optional[str]) -> Written:
-    """Write the recipe ``recipe_id`` to ``output`` (default ``./ID.yaml``); raise without writing on any problem."""
+              output: Optional[str], backend: Optional[str], script_as: Optional[Path] = None) -> Written:
+    """Write the recipe ``recipe_id`` to ``output`` (default ``./ID.yaml``); raise without writing on any problem.
+    ``script_as``: the script the recipe names, where the points were read from a copy of it."""
     from patchkit.recipe.reader import is_recipe_id
 
     if not is_recipe_id(recipe_id):
@@ -67,7 +68,7 @@ def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[s
     if others:
         raise RecipeError(f"the points are in {_owner(first)} and {', '.join(others)}; a recipe patches one package "
                           "or one script", hint="write one recipe for each")
-    script = _script_path(first.path, path) if not first.package else ""
+    script = _script_path(script_as or first.path, path) if not first.package else ""
     text, settings = _drafted(recipe_id, asked, start_from, backend, script)
     _check(text, path)
     _write(path, text)

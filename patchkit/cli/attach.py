@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from dataclasses import asdict
 from functools import partial
@@ -11,106 +10,11 @@ from typing import List, Optional, Sequence
 
 import click
 
+from patchkit.cli.attachlines import Said, _interrupts_as_keyboard, _pid, process_line, still_waiting
 from patchkit.cli.options import backend_option, ray_option, root_option, version_options
 from patchkit.core.printable import printable
 
 say = partial(click.echo, err=True)
-
-
-def _pid(text: str) -> int:
-    if not text.isdigit():
-        raise click.UsageError(f"{text!r} is not a process id")
-    return int(text)
-
-
-def _steps_text(captures) -> str:
-    spans = [f"{a}-{b}" if a != b else str(a) for c in captures for a, b in c.get("recorded", [])]
-    traces = [t for c in captures for t in c.get("traces", [])]
-    errors = [c["error"] for c in captures if c.get("error")]
-    text = f"steps {', '.join(spans)} recorded -> {', '.join(traces) or 'no trace'}" if spans else \
-        "nothing recorded" + (": its capture never started in this process" if not captures else "")
-    return text + (f" (error: {'; '.join(errors)})" if errors else "")
-
-
-class Said:
-    """One line for each process whose state changed.  The line that names what was attached is said once, even
-    when the job was recording (or done) before it was looked at; with ``--match``, a process passed over (it does
-    not run the recipe's code, did not answer, ...: :func:`patchkit.attach.flow.passed_over`) is said to be passed
-    over, with why, not refused."""
-
-    def __init__(self, match: Optional[str] = None):
-        self.match, self.told = match, set()
-
-    def __call__(self, a) -> None:
-        from patchkit.attach import flow
-
-        if flow.passed_over(a, self.match):
-            return say(printable(f"pid {a.pid}: passed over: "
-                                 f"{flow.why_passed(a.state, a.status.get('error'), a.status.get('reason'))}"))
-        if a.state in flow.IN + ("restored",) and a.pid not in self.told and a.status.get("targets"):
-            self.told.add(a.pid)
-            say(printable(process_line(a.pid, "attached", a.status)))
-            running = a.status.get("running")  # written by the job: a list of names, or nothing said
-            for scope in [r for r in running if isinstance(r, str)][:20] if isinstance(running, list) else []:
-                say(printable(running_line(a.pid, scope[:200])))
-            if a.state == "attached":
-                return
-        say(printable(process_line(a.pid, a.state, a.status)))
-
-
-def still_waiting(waiting, seconds: float) -> None:
-    """The processes whose window has not opened a while after their code went in, with the calls since (3.12+)."""
-    for a in waiting:
-        targets, calls, waited = ", ".join(a.status.get("targets", [])), a.status.get("calls"), f"({seconds:.0f} s)"
-        why = (f" for the next call of {targets} {waited}" if calls is None else f": no call of {targets} since its "
-               f"code went in {waited}") + "; a function not called again never opens the window" if not calls else \
-            f": {targets} called {calls} time(s) since its code went in {waited}, the recipe's point not reached: a " \
-            "point no call reaches (after a return) never opens the window; `patchkit points` shows each one's points"
-        say(printable(f"pid {a.pid}: still waiting{why}: Ctrl-C puts the job's own code back"))
-
-
-def running_line(pid: int, scope: str) -> str:
-    return (f"pid {pid}: note: {scope} is running now and keeps its own code until it returns; the window opens at "
-            "its next call (one that runs for the whole job never opens it: attach at a function called every step, "
-            "`patchkit points` shows them)")
-
-
-def process_line(pid: int, state: str, s) -> str:
-    """What a process's state says (``s``: its agent's last status)."""
-    head = f"pid {pid}"
-    if state == "attached":
-        line = (f"{head}: attached ({', '.join(s.get('targets', []))}: {s.get('functions', 0)} function(s)); "
-                f"recording the next {s.get('steps')} step(s) from the next call")
-    elif state == "recording":
-        line = f"{head}: recording"
-    elif state == "closing":
-        line = f"{head}: detaching: the window closes at the job's next step"
-    elif state == "restored":
-        from patchkit.attach.flow import unrecorded
-        back = "the job's own code is back" if s.get("original_code") is True else \
-            "WARNING: some function does not have its original code back"
-        what, todo = unrecorded(s) or (_steps_text(s.get("captures", [])), "")
-        line = f"{head}: {what}; {back} ({s.get('why', '')})" + (f"; {todo}" if todo else "")
-    elif state == "refused":
-        line = f"{head}: refused: {s.get('error')}; nothing changed"
-    elif state == "no answer":
-        line = (f"{head}: no answer: {s.get('error')} (its main thread is blocked in native code?); the request was "
-                "withdrawn, nothing changed")
-    elif state == "gone":
-        line = f"{head}: the process ended"
-    else:
-        line = f"{head}: {state}: {s.get('error', '')}"
-    return line
-
-
-def _interrupts_as_keyboard():
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            signal.signal(sig, raise_interrupt)
-        except (ValueError, OSError):
-            pass
 
 
 def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str], show_status: bool,
@@ -124,6 +28,8 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
     if show_status:
         if len(args) != 1:
             raise click.UsageError("give one PID: patchkit attach --status PID")
+        from patchkit.cli.detach import status
+
         return status(_pid(args[0]))
     if pids or match:
         wanted: List[int] = [_pid(p.strip()) for p in (pids or "").split(",") if p.strip()]
@@ -239,50 +145,8 @@ def _finish(s, as_json: bool) -> None:
                               + [p.as_json() for p in s.passed], indent=2))
 
 
-def status(pid: int) -> None:
-    from patchkit.attach import records
-
-    found = records.status(pid)
-    if not found:
-        say(f"pid {pid}: nothing attached from this PATCHKIT_HOME")
-        return
-    for s in found:
-        what = _steps_text(s.get("captures", [])) if s.get("captures") else "waiting for its first step"
-        click.echo(printable(f"pid {pid}: {s.get('recipe')}: {s.get('state')}; {', '.join(s.get('targets', []))}; "
-                             f"{what}" + (f"; {s['error']}" if s.get("error") else "")))
-        _left(s)
-
-
-def _left(s) -> None:
-    if s.get("left"):
-        say(printable(s["left"]))
-
-
-def detach(pid: int, timeout: float) -> None:
-    from patchkit.attach import records
-
-    failed = False
-    for s in records.detach(pid, timeout):
-        head = f"pid {pid}: {s.get('recipe')}"
-        if s.get("state") == "restored":
-            click.echo(printable(f"{head}: {_steps_text(s.get('captures', []))}; the job's own code is back"))
-        elif s.get("state") == "handed over":
-            click.echo(printable(f"{head}: detached; the job's own code is back, and the attaching command (pid "
-                                 f"{s.get('attacher')}) says what was recorded"))
-        elif s.get("error"):
-            failed = True
-            click.echo(printable(f"{head}: {s.get('state')}: {s['error']}"))
-        else:
-            failed = True
-            click.echo(printable(f"{head}: {s.get('state', 'no answer')}: detach asked; the job puts its own code "
-                                 "back at its next step"))
-        _left(s)
-    if failed:
-        sys.exit(1)
-
-
 @click.command("attach")
-@click.argument("args", nargs=-1, metavar="PID RECIPE [KEY=VALUE]...")
+@click.argument("args", nargs=-1, metavar="PID [RECIPE [KEY=VALUE]...]")
 @click.option("--steps", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="steps to record, from the job's next call of the recipe's code")
 @click.option("--pids", metavar="PID,PID", help="attach to each of these processes (RECIPE comes first then)")
@@ -293,25 +157,37 @@ def detach(pid: int, timeout: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="at the end, what each process did, as JSON on stdout")
 @click.option("--skip-empty", is_flag=True, help="with --ray: a node where no process runs the recipe's code (none "
               "matched, or only a launcher) does not fail the command")
+@click.option("--auto", is_flag=True, help="no RECIPE: watch the job's stacks, find its step (the loop or function "
+              "that runs once per optimizer step, or per model forward), write its recipe and record it")
+@click.option("--watch", "seconds", type=click.FloatRange(min=1, max=600), metavar="SECONDS",
+              help="with --auto: watch at most this long  [default: 30]")
+@click.option("--pick", type=click.IntRange(min=1), metavar="K", help="with --auto: record candidate K instead")
+@click.option("--dry-run", is_flag=True, help="with --auto: watch and propose only (--save FILE writes the recipe)")
+@click.option("--save", metavar="FILE", help="with --auto: the recipe file to write  [default: ./auto-NAME.yaml]")
 @root_option
 @backend_option
 @version_options
-@ray_option(on_every_node, help="with --match: the same attach on every alive node of this Ray cluster (or auto)")
+@ray_option(on_every_node, refuse=("auto", "seconds", "pick", "dry_run", "save"),
+            help="with --match: the same attach on every alive node of this Ray cluster (or auto)")
 def attach_cmd(args, steps, pids, match, show_status, timeout, as_json, root, backend, skip_empty=False,
-               versions=(False, None)) -> None:
+               versions=(False, None), auto=False, seconds=None, pick=None, dry_run=False, save=None) -> None:
     """Record the next STEPS steps of a running Python job started without patchkit, then leave it as it was.
 
     The recipe's instrumented code replaces the code of its functions in the job (Python 3.14+: sys.remote_exec;
     3.10 to 3.13: gdb, at a safe point of the main thread) until the window closes, Ctrl-C, or `patchkit detach
     PID`. KEY=VALUE: recipe settings as for `apply` (not schedule.*: --steps sets the window). With --ray ADDRESS
-    --match TEXT, every node of a Ray cluster attaches to its own matching processes. See docs/attach.md.
+    --match TEXT, every node of a Ray cluster attaches to its own matching processes. With --auto (no RECIPE) it
+    first watches the job's stacks to find its step, and writes the recipe. See docs/attach.md.
     """
+    if auto:
+        from patchkit.cli.auto import auto as auto_attach
+
+        if show_status or skip_empty or root:
+            raise click.UsageError("--auto finds the job's own files: no --status, --skip-empty or --root with it")
+        args = auto_attach(args, steps, pids, match, timeout, backend, seconds, pick, dry_run, save)
+        if args is None:  # --dry-run
+            return
+        root = backend = None  # the recipe names the job's own files, and its backend
+    elif seconds or pick or dry_run or save:
+        raise click.UsageError("--watch, --pick, --dry-run and --save go with --auto")
     attach(args, steps, pids, match, show_status, timeout, root, backend, versions, as_json, skip_empty)
-
-
-@click.command("detach")
-@click.argument("pid", type=int)
-@click.option("--timeout", type=float, default=60, show_default=True, help="seconds to wait for the job")
-def detach_cmd(pid, timeout) -> None:
-    """Put back the job's own code where `patchkit attach` swapped it (a window in progress is kept)."""
-    detach(pid, timeout)

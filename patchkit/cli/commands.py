@@ -64,7 +64,7 @@ COMMANDS: Dict[str, tuple] = {
             "where the target needs one): `patchkit test`, `diff`, `apply` and `revert`."),
     "attach": ("patchkit.cli.attach:attach_cmd", "Record the next STEPS steps of a running Python job started "
                "without patchkit, then leave it as it was."),
-    "detach": ("patchkit.cli.attach:detach_cmd", "Put back the job's own code where `patchkit attach` swapped it "
+    "detach": ("patchkit.cli.detach:detach_cmd", "Put back the job's own code where `patchkit attach` swapped it "
                "(a window in progress is kept)."),
 }
 

@@ -31,6 +31,7 @@ import time
 
 from patchkit.runtime.attach.decorate import plan_wraps
 from patchkit.runtime.attach.fork import ACTIVE, watch_forks
+from patchkit.runtime.attach.live import Live
 from patchkit.runtime.attach.loaded import changed_function, pyc_problem
 from patchkit.runtime.attach.protocol import Reason, State
 from patchkit.runtime.attach.swap import Calls, Refused, in_flight, plan_swaps, put_back, scope_name
@@ -55,11 +56,15 @@ class Channel:
         self.folder = folder
 
     def write(self, record):
+        self.put(STATUS, record)
+
+    def put(self, name, record):
+        """``name`` in the channel, replaced whole."""
         try:
             fd, tmp = tempfile.mkstemp(prefix=".status-", dir=self.folder)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(record, handle)
-            os.replace(tmp, os.path.join(self.folder, STATUS))
+                json.dump(record, handle, separators=(",", ":"))
+            os.replace(tmp, os.path.join(self.folder, name))
         except Exception:  # the attaching command has gone (its folder with it): nobody to tell
             pass
 
@@ -72,6 +77,11 @@ def attach(spec):
     channel = Channel(spec.get("channel", ""))
     base = {"pid": os.getpid(), "recipe": spec.get("recipe"), "id": spec.get("id")}
     try:
+        if spec.get("watch") is not None:  # attach --auto: watch the stacks first, change nothing
+            from patchkit.runtime.attach import watch
+
+            watch.start(spec, channel, base)
+            return
         current = ACTIVE.get(spec["recipe"])
         if current is not None:
             raise Refused(f"{spec['recipe']} is attached already (by request {current.spec['id']}): "
@@ -135,14 +145,30 @@ class Attachment:
                           "would not be the job's code; restart the job to profile the new file", Reason.NOT_PLANNED)
         instrumented = compile(entry["instrumented"], named, "exec", dont_inherit=True)
         swaps, wraps = [], []
+        live = {tuple(t): triggers for t, triggers in entry.get("live", [])}
         for target in entry["targets"]:
-            swaps += plan_swaps(module, tuple(target), original, instrumented)
+            planned = plan_swaps(module, tuple(target), original, instrumented)
+            swaps += planned + self.live_calls(tuple(target), planned, live.get(tuple(target)), module)
             self.targets.append(f"{name}:{scope_name(tuple(target))}")
         for target, definitions in entry.get("decorated", []):  # after the swaps: put on last, taken off first
             wraps += plan_wraps(module, target, definitions, original)
             if f"{name}:{scope_name(tuple(target))}" not in self.targets:
                 self.targets.append(f"{name}:{scope_name(tuple(target))}")
         return module, swaps + wraps
+
+    def live_calls(self, target, planned, triggers, module):
+        """A line trace for each call of ``target`` running on this thread now, where the recipe's lines have a
+        trigger there (:mod:`patchkit.runtime.attach.live`): such a call keeps its own code until it returns."""
+        from patchkit.runtime.attach.live import running, traced
+
+        frames = [f for s in planned if hasattr(s, "old") and s.scope == scope_name(target) for f in running(s.old)]
+        if not frames or not triggers:
+            return []
+        if traced():
+            raise Refused(f"{scope_name(target)} is running on the main thread, which has a trace function of its "
+                          "own (a debugger, coverage?): attach replaces none; attach when it is gone, or at a "
+                          "function called every step")
+        return [Live(scope_name(target), frames, triggers, vars(module))]
 
     def start(self):
         checked = [self.check_module(entry) for entry in self.spec["modules"]]
@@ -178,7 +204,8 @@ class Attachment:
             raise
         self.attached_at = time.time()
         frames = sys._current_frames()  # a call in progress keeps its code: the window opens at the next call
-        self.running = sorted({s.scope for s in done if hasattr(s, "old") and in_flight((s.old,), frames)})
+        live = {s.scope for s in done if isinstance(s, Live)}  # a running call these trace takes the lines now
+        self.running = sorted({s.scope for s in done if hasattr(s, "old") and in_flight((s.old,), frames)} - live)
         try:
             self.calls.start([c for s in done for c in s.counted()])
         except Exception:  # noqa: BLE001 - a count is a nicety: the attach goes on without one

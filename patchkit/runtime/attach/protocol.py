@@ -13,6 +13,8 @@ class State(str, Enum):
     """A process's state: written by its agent (attached to failed), or said by the attaching command."""
 
     QUEUED = "queued"  # the code is queued in the job; no answer yet
+    WATCHING = "watching"  # attach --auto: its stacks are looked at, nothing changed
+    WATCHED = "watched"  # attach --auto: what was seen is written (watch.json); nothing was changed
     ATTACHED = "attached"  # swapped in: the window waits for the next call
     RECORDING = "recording"
     CLOSING = "closing"  # detach asked mid-window: it closes at the job's next step
@@ -27,10 +29,11 @@ class State(str, Enum):
         return self.value
 
 
-WRITTEN = (State.ATTACHED, State.RECORDING, State.CLOSING, State.RESTORED, State.REFUSED, State.FAILED)  # by an agent
-ORDER = (State.QUEUED, State.ATTACHED, State.RECORDING, State.CLOSING)  # an agent only goes forwards through these
+WRITTEN = (State.WATCHING, State.WATCHED, State.ATTACHED, State.RECORDING, State.CLOSING, State.RESTORED,
+           State.REFUSED, State.FAILED)  # by an agent
+ORDER = (State.QUEUED, State.WATCHING, State.ATTACHED, State.RECORDING, State.CLOSING)  # only forwards through these
 IN = (State.ATTACHED, State.RECORDING, State.CLOSING)  # the recipe's code is in the job
-DONE = (State.RESTORED, State.REFUSED, State.FAILED, State.GONE, State.NO_ANSWER, State.HANDED_OVER)
+DONE = (State.WATCHED, State.RESTORED, State.REFUSED, State.FAILED, State.GONE, State.NO_ANSWER, State.HANDED_OVER)
 FAILING = (State.REFUSED, State.FAILED, State.NO_ANSWER, State.GONE)  # out before anything was recorded
 
 

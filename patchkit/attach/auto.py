@@ -1,0 +1,164 @@
+"""``attach --auto``: watch a job's stacks, find its step, and write the recipe that records it.
+
+:class:`Watching` gets into each process as an attach does (the same checks, the same way in, the same request
+folder and channel) with a request to watch instead of a recipe: the agent starts
+:mod:`patchkit.runtime.attach.watch`, which changes none of the job's code, and writes what it saw.
+:func:`watch` waits for it (the watching time, plus the time to get in), then reads each process's watch
+(:mod:`patchkit.attach.watchread`) before the folders go; an interrupt asks every watcher out and exits as
+attach does.  :func:`found` finds each process's step (:mod:`patchkit.attach.stepfind`) on the job's own files,
+read as a stranger's (:func:`patchkit.attach.autorecipe.source`), and :func:`chosen` the candidate to record:
+``--pick K``, or the one found.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from patchkit.attach import autorecipe, jobpath, passover, payload, watchread
+from patchkit.attach.passover import CHECKS, Passed, checked, for_every_process, nothing_left
+from patchkit.attach.process import AttachError
+from patchkit.attach.session import Attached, Session
+from patchkit.runtime.attach.protocol import State
+
+if TYPE_CHECKING:
+    from patchkit.attach import stepfind
+
+WATCH_DEFAULT = 30.0  # seconds at most, unless --watch says otherwise
+WATCH_MAX = 600.0
+REQUEST = "patchkit-watch"  # the name a watch takes in this home's records (`attach --status`)
+
+
+class Watching(Session):
+    """The processes of one ``attach --auto``, asked to watch for ``seconds`` at most."""
+
+    def __init__(self, pids: Sequence[int], seconds: float):
+        super().__init__(pids, REQUEST)
+        self.seconds = seconds
+        self.watches: Dict[int, watchread.Watch] = {}
+        self.unread: Dict[int, str] = {}
+
+    def prepare(self, pass_over: bool = False) -> None:
+        """Each process's own checks (as attach makes them); nothing is planned: a watch carries no code."""
+        from patchkit.engine.lines import LINES
+
+        self.pass_over, self.passed = pass_over, []
+        pids = sorted(self.pids, key=lambda pid: not passover.own(pid))
+        pool = ThreadPoolExecutor(max_workers=8)
+        try:
+            checks = [pool.submit(checked, pid, LINES) for pid in pids]
+            wait(checks, timeout=CHECKS if pass_over else None)
+        finally:
+            pool.shutdown(wait=not pass_over, cancel_futures=True)
+        found = [c.result() if c.done() and not c.cancelled() else passover.unchecked(pid, CHECKS)
+                 for pid, c in zip(pids, checks)]
+        refused = [p.error for p in found if isinstance(p, Passed) and (not pass_over or for_every_process(p.error))]
+        if refused:
+            raise refused[0]
+        self.passed = [p for p in found if isinstance(p, Passed)]
+        targets = [t for t in found if not isinstance(t, Passed)]
+        if not targets:
+            raise nothing_left([(p.pid, p.why) for p in self.passed])
+        self.spec = {"format": payload.FORMAT, "recipe": REQUEST, "lines": LINES, "save_path": "",
+                     "watch": {"seconds": self.seconds}}
+        self.attached = [Attached(t, spec=self.spec) for t in targets]
+
+    def collect(self) -> None:
+        """Each watched process's watch, read from its channel (before :meth:`close` removes it)."""
+        for a in self.attached:
+            if a.state != State.WATCHED or a.folder is None:
+                continue
+            try:
+                got = watchread.read(a.folder.base)
+            except watchread.Unreadable as exc:
+                self.unread[a.pid] = str(exc)
+                continue
+            if got is None:
+                self.unread[a.pid] = "it wrote no watch.json"
+            else:
+                self.watches[a.pid] = got
+
+
+def watch(s: Watching, on_change: Optional[Callable[[Attached], None]] = None, timeout: float = 60) -> bool:
+    """Get into every process of ``s`` (prepared) and wait until each has watched; False when interrupted (each
+    watcher is asked out, nothing of the job's changed).  The watches are in ``s.watches``; the folders go."""
+    try:
+        s.inject()
+        s.wait(on_change, timeout, until=(State.WATCHING,))
+        s.wait(on_change, s.seconds + timeout)
+        s.collect()
+        return True
+    except KeyboardInterrupt:
+        try:
+            s.detach(on_change, timeout=10)
+        except KeyboardInterrupt:
+            pass
+        return False
+    finally:
+        s.close()
+
+
+class Proposal(NamedTuple):
+    pid: int
+    found: "stepfind.Found"
+    job: Optional[jobpath.JobPath]
+    uid: int
+
+
+def found(s: Watching) -> List[Proposal]:
+    """Each watched process's candidates, found on its own files."""
+    from patchkit.attach import stepfind
+
+    out = []
+    for a in s.attached:
+        w = s.watches.get(a.pid)
+        if w is None:
+            continue
+        try:
+            job: Optional[jobpath.JobPath] = jobpath.of(a.target.proc)
+        except (AttachError, OSError, ValueError):
+            job = None
+        uid = a.target.proc.uid
+        cache: Dict[str, Optional[str]] = {}
+
+        def source_of(file: str, job=job, uid=uid, cache=cache) -> Optional[str]:
+            if file not in cache:
+                cache[file] = autorecipe.source(job, uid, file) if job is not None else None
+            return cache[file]
+
+        result = stepfind.find(w, source_of)
+        result = result._replace(candidates=tuple(
+            c._replace(qualname=autorecipe.qualname_at(source_of(c.file) or "", _firstline(w, c), c.qualname))
+            if "." not in c.qualname else c for c in result.candidates))
+        out.append(Proposal(a.pid, result, job, uid))
+    return out
+
+
+def _firstline(w: watchread.Watch, c) -> int:
+    """The ``co_firstlineno`` of the candidate's function (a loop's line is its own)."""
+    return next((n for f, n, q in w.codes if f == c.file and q == c.qualname and n <= c.line), c.line)
+
+
+def chosen(p: Proposal, pick: Optional[int]) -> Tuple[Optional[int], str]:
+    """(the index of the candidate to record, why); None when there is none (``pick`` out of range: said)."""
+    n = len(p.found.candidates)
+    if pick is not None:
+        if not 1 <= pick <= n:
+            return None, f"--pick {pick}: there are {n} candidate(s)"
+        return pick - 1, f"--pick {pick}"
+    return p.found.chosen, p.found.why
+
+
+def agree(props: Sequence[Proposal], index: Sequence[Optional[int]]) -> List[str]:
+    """One line for each process whose chosen place differs from the first's (ranks of one job run one step)."""
+    if not props or index[0] is None:
+        return []
+    first = props[0].found.candidates[index[0]]
+    out = []
+    for p, i in zip(props[1:], index[1:]):
+        c = p.found.candidates[i] if i is not None else None
+        if c is None or (c.file, c.qualname, c.line) != (first.file, first.qualname, first.line):
+            out.append(f"pid {p.pid}: its step is " + (f"{c.qualname} line {c.line}" if c else "not clear") +
+                       f", not {first.qualname} line {first.line} as pid {props[0].pid}'s: the recipe is pid "
+                       f"{props[0].pid}'s")
+    return out

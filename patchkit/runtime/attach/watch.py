@@ -1,0 +1,256 @@
+"""In the job: what ``patchkit attach --auto`` runs there to find the step, changing none of the job's code.
+
+:func:`start` (the main thread, from :func:`patchkit.runtime.attach.agent.attach`) starts a daemon thread that looks
+at every other thread's stack (``sys._current_frames()``) every :data:`INTERVAL` seconds, or less often when one
+look costs more than :data:`SHARE` of the time: the job's compute is not slowed by more than that.  For each
+thread it keeps the frames from the root down to the first one in torch's own folder (the ``cutoff``: torch's
+internals and every module call under the outermost are not kept).  A frame object seen again at the next look
+is the same call; a new frame object is a new call (the previous look's frames are held until the next one, so
+no new frame can take an old one's address).  What it notes (:mod:`patchkit.attach.watchread` reads it on the
+attaching side): each call (its function, thread, caller, the caller's line, first and
+last look), each turn of a loop (a frame's line going back, or a new call of the same function under the same
+line), the looks per function and line, and each optimizer step, exactly, through torch's global step hook
+(registered only when the job has imported ``torch.optim``; taken off at the end).
+
+It stops when the shape repeats :data:`REPEATS` times (optimizer steps, or long calls of one function, or turns
+of one loop), when ``seconds`` have passed, when the notes reach their bounds (:data:`MAX_CALLS` calls and as many
+turns: a few MiB), or when the attaching command asks (``detach``) or goes; then it writes ``watch.json`` and the
+status ``watched``.  Never raises into the job.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+INTERVAL = 0.005  # seconds between two looks, at least
+SHARE = 0.01  # the most of the job's time the looks may take
+REPEATS = 6  # repetitions of one shape that make it clear
+MIN_SECONDS = 2.0
+MAX_CALLS = 60000  # calls noted, and as many turns of loops: about 10 MiB at most
+MAX_MARKERS = 10000
+WATCH = "watch.json"
+
+
+def start(spec, channel, base):
+    """Start watching (a thread); the status says ``watching`` until ``watched``."""
+    w = spec.get("watch") or {}
+    watcher = Watcher(channel, base, float(w.get("seconds", 30)), int(w.get("repeats", REPEATS)))
+    watcher.report("watching")
+    threading.Thread(target=watcher.run, name="patchkit-watch", daemon=True).start()
+    return watcher
+
+
+def torch_folder():
+    torch = sys.modules.get("torch")
+    named = getattr(torch, "__file__", None) if torch is not None else None
+    return os.path.dirname(os.path.realpath(named)) + os.sep if named else ""
+
+
+class Watcher:
+    def __init__(self, channel, base, seconds, repeats):
+        self.channel, self.base = channel, base
+        self.seconds, self.repeats = max(0.5, min(seconds, 3600.0)), max(2, repeats)
+        self.lock = threading.Lock()
+        self.codes, self.code_rows = {}, []
+        self.calls, self.wraps, self.markers = [], [], []
+        self.lines, self.leaves = {}, {}
+        self.threads, self.thread_rows = {}, []
+        self.stacks = {}  # thread ident -> (frames, calls, lines) of the last look
+        self.known = {}  # id(frame) -> (frame, call): the frames of the last look, and those a marker noted since
+        self.long_calls, self.turns = {}, {}  # code -> complete calls of 3 looks or more; call -> its turns
+        self.cutoff = torch_folder()
+        self.t0, self.first, self.last, self.samples, self.spent = time.perf_counter(), None, 0.0, 0, 0.0
+        self.interval, self.stopped, self.hook = INTERVAL, "", None
+
+    def now(self):
+        return time.perf_counter() - self.t0
+
+    def report(self, state, **extra):
+        self.channel.write(dict(self.base, state=state, time=time.time(), samples=self.samples,
+                                seconds=round(self.last, 3), **extra))
+
+    # -- the thread ----------------------------------------------------------------------------------
+
+    def run(self):
+        try:
+            self.hook = self.hook_steps()
+            self.watch()
+            self.finish()
+        except BaseException as exc:  # noqa: BLE001 - the job runs on whatever happened here
+            self.unhook()
+            self.report("failed", error=f"the watcher failed: {type(exc).__name__}: {exc}")
+
+    def watch(self):
+        me, told = threading.get_ident(), 0.0
+        while not self.stopped:
+            began = time.perf_counter()
+            with self.lock:
+                self.look(me)
+            cost = time.perf_counter() - began
+            self.spent += cost
+            self.interval = max(INTERVAL, cost / SHARE)
+            if self.last - told > 1.0:
+                told = self.last
+                self.report("watching")
+            self.stopped = self.why_stop()
+            if not self.stopped:
+                time.sleep(self.interval)
+
+    def why_stop(self):
+        if self.channel.detach_asked():
+            return "detached"
+        if len(self.calls) >= MAX_CALLS or len(self.wraps) >= MAX_CALLS or len(self.markers) >= MAX_MARKERS:
+            return "cap"
+        if self.last >= self.seconds:
+            return "time"
+        if self.last >= MIN_SECONDS and self.first is not None:
+            seen = len(self.markers) if self.markers else max(
+                max(self.long_calls.values(), default=0), max(self.turns.values(), default=0))
+            if seen > self.repeats:
+                return "repeated"
+        return ""
+
+    # -- one look --------------------------------------------------------------------------------------
+
+    def code(self, c):
+        k = self.codes.get(c)
+        if k is None:
+            k = self.codes[c] = len(self.code_rows)
+            self.code_rows.append([c.co_filename, c.co_firstlineno, getattr(c, "co_qualname", c.co_name)])
+        return k
+
+    def thread(self, ident):
+        k = self.threads.get(ident)
+        if k is None:
+            k = self.threads[ident] = len(self.thread_rows)
+            named = next((t.name for t in threading.enumerate() if t.ident == ident), f"thread {ident}")
+            self.thread_rows.append(named)
+        return k
+
+    def kept(self, leaf):
+        """The frames of one stack, root first, down to the first in torch's folder; the deepest not in it."""
+        chain = []
+        f = leaf
+        while f is not None:
+            chain.append(f)
+            f = f.f_back
+        chain.reverse()
+        cutoff, mine = self.cutoff, None
+        for i, f in enumerate(chain):
+            if cutoff and f.f_code.co_filename.startswith(cutoff):
+                return chain[: i + 1], mine
+            mine = f
+        return chain, mine
+
+    def new_call(self, frame, thread, parent, parent_line, t):
+        self.calls.append([self.code(frame.f_code), thread, parent, parent_line, t, t])
+        return len(self.calls) - 1
+
+    def look(self, me):
+        t = self.now()
+        if self.first is None:
+            self.first = t
+        previous, self.last = self.last, t
+        self.samples += 1
+        stacks, known = {}, {}
+        for ident, leaf in sys._current_frames().items():
+            if ident == me:
+                continue
+            chain, mine = self.kept(leaf)
+            thread = self.thread(ident)
+            old_frames, old_calls, old_lines = self.stacks.pop(ident, ((), (), ()))
+            p = 0
+            while p < len(chain) and p < len(old_frames) and chain[p] is old_frames[p]:
+                p += 1
+            for k in old_calls[p:]:
+                self.ended(k, previous)
+            lines = list(old_lines[: max(p - 1, 0)]) + [f.f_lineno or 0 for f in chain[max(p - 1, 0):]]
+            calls = list(old_calls[:p])
+            if p:
+                a, b = old_lines[p - 1], lines[p - 1]
+                if b < a or (b == a and p < len(chain) and p < len(old_frames)
+                             and chain[p].f_code is old_frames[p].f_code):
+                    self.wraps.append([old_calls[p - 1], previous, t, a, b])
+                    self.turns[old_calls[p - 1]] = self.turns.get(old_calls[p - 1], 0) + 1
+            for i in range(p, len(chain)):
+                f = chain[i]
+                held = self.known.get(id(f))
+                calls.append(held[1] if held is not None and held[0] is f else
+                             self.new_call(f, thread, calls[i - 1] if i else -1, lines[i - 1] if i else 0, t))
+            for k, line in zip(calls, lines):
+                key = (self.calls[k][0], line)
+                self.lines[key] = self.lines.get(key, 0) + 1
+            if mine is not None:
+                key = (self.code(mine.f_code), mine.f_lineno or 0)
+                self.leaves[key] = self.leaves.get(key, 0) + 1
+            stacks[ident] = (chain, calls, lines)
+            for f, k in zip(chain, calls):
+                known[id(f)] = (f, k)
+        for _, old_calls, _ in self.stacks.values():  # threads that ended since
+            for k in old_calls:
+                self.ended(k, previous)
+        self.stacks, self.known = stacks, known
+
+    def ended(self, k, t):
+        row = self.calls[k]
+        row[5] = max(row[5], t)
+        if self.first is not None and row[4] > self.first and t - row[4] >= 2 * self.interval:
+            self.long_calls[row[0]] = self.long_calls.get(row[0], 0) + 1
+
+    # -- optimizer steps -----------------------------------------------------------------------------
+
+    def hook_steps(self):
+        optimizer = sys.modules.get("torch.optim.optimizer")
+        register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+        return register(self.on_step) if callable(register) else None
+
+    def on_step(self, optimizer, args, kwargs):
+        """torch's hook, in the thread that stepped: the step, tied to the call of its first frame in torch."""
+        try:
+            t = self.now()
+            chain, _ = self.kept(sys._getframe(1))
+            with self.lock:
+                if self.stopped or len(self.markers) >= MAX_MARKERS:
+                    return
+                thread, calls = self.thread(threading.get_ident()), []
+                for i, f in enumerate(chain):
+                    held = self.known.get(id(f))
+                    if held is None or held[0] is not f:
+                        held = self.known[id(f)] = (f, self.new_call(
+                            f, thread, calls[-1] if calls else -1, (chain[i - 1].f_lineno or 0) if i else 0, t))
+                    calls.append(held[1])
+                if calls:
+                    self.markers.append(["optimizer", calls[-1], t])
+        except Exception:  # noqa: BLE001 - never into the job's optimizer step
+            pass
+
+    def unhook(self):
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            try:
+                hook.remove()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # -- the end ---------------------------------------------------------------------------------------
+
+    def finish(self):
+        self.unhook()
+        with self.lock:
+            for ident, (_, calls, _) in self.stacks.items():
+                for k in calls:
+                    self.calls[k][5] = self.last
+            self.stacks, self.known = {}, {}  # no frame of the job's is held any more
+        data = {"format": 1, "pid": os.getpid(), "interval": (self.last - (self.first or 0)) / max(self.samples - 1, 1),
+                "first": self.first or 0.0, "last": self.last, "samples": self.samples, "stopped": self.stopped,
+                "cost": self.spent / max(self.last, 1e-9), "cutoff": self.cutoff, "threads": self.thread_rows,
+                "codes": self.code_rows, "calls": self.calls, "wraps": self.wraps,
+                "lines": [[c, ln, n] for (c, ln), n in self.lines.items()],
+                "leaves": [[c, ln, n] for (c, ln), n in self.leaves.items()], "markers": self.markers,
+                "npu": "torch_npu" in sys.modules}
+        if self.stopped != "detached":
+            self.channel.put(WATCH, data)
+        self.report("watched", stopped=self.stopped)
