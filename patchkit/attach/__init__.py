@@ -29,6 +29,8 @@ The attaching side, in the command's process:
   each node of ``attach --ray`` runs it (a launcher ``--match`` finds passed over).
 - :mod:`.stepfind`: ``attach --auto``'s step found with no recipe, from what the job's watcher saw of its stacks:
   the functions and loops that repeat, ranked by the optimizer steps (or model forwards) each repetition holds.
+- :mod:`.stepcalls`: where no loop or function holds exactly one step, the job's own call of the optimizer (or of
+  the model) is the step's place.
 - :mod:`.steploops`: a function's own loops read with ast, and which loop each of the watcher's wraps turned.
 
 What runs inside the job is :mod:`patchkit.runtime.attach` (the agent, the swap, the decorators, the fork

@@ -108,6 +108,7 @@ class Proposal(NamedTuple):
 def found(s: Watching) -> List[Proposal]:
     """Each watched process's candidates, found on its own files."""
     from patchkit.attach import stepfind
+    from patchkit.attach.stepcalls import with_call_sites
 
     out = []
     for a in s.attached:
@@ -126,7 +127,7 @@ def found(s: Watching) -> List[Proposal]:
                 cache[file] = autorecipe.source(job, uid, file) if job is not None else None
             return cache[file]
 
-        result = stepfind.find(w, source_of)
+        result = with_call_sites(stepfind.find(w, source_of), w, source_of)
         result = result._replace(candidates=tuple(
             c._replace(qualname=autorecipe.qualname_at(source_of(c.file) or "", _firstline(w, c), c.qualname))
             if "." not in c.qualname else c for c in result.candidates))

@@ -135,27 +135,30 @@ def copy_in(job: JobPath, uid: int, file: str, into: str) -> Tuple[Place, Path]:
     return found, Path(into, found.relpath)
 
 
+AT = {"loop": ("loop", "loop_start"), "call": ("call", "after_call")}  # a candidate's kind -> its line's, the point
+
+
 def point(target: str, candidate) -> str:
     """The point that makes each repetition of ``candidate`` one step, as ``patchkit points`` spells it: at the
-    start of each turn of its loop (``loop_start``, with the selector ``points`` offers for that loop), or at the
-    start of its function (``method_start``)."""
+    start of each turn of its loop (``loop_start``, with the selector ``points`` offers for that loop), right
+    after its call (``after_call``), or at the start of its function (``method_start``)."""
     from patchkit.authoring.funcref import read_outline, resolve
     from patchkit.authoring.spec import spell
 
-    if candidate.kind != "loop":
+    if candidate.kind not in AT:
         return "at: method_start"
-    found = read_outline(resolve(target))[0]
-    for entry in found.entries:
-        if entry.line == candidate.line and entry.kind == "loop":
-            starts = [p for p in entry.points if p.get("at") == "loop_start"]
-            if starts:
-                return spell(starts[0])
-            raise AttachError(f"the loop at line {candidate.line} of {candidate.file} takes no loop_start point: "
-                              f"{entry.note or 'no selector names it alone'}", Location(candidate.file,
-                                                                                         candidate.line),
-                              "pick another candidate (--pick K)")
-    raise AttachError(f"no loop at line {candidate.line} of {candidate.file} in {candidate.qualname}",
-                      Location(candidate.file, candidate.line), "pick another candidate (--pick K)")
+    kind, at = AT[candidate.kind]
+    where = Location(candidate.file, candidate.line)
+    for entry in read_outline(resolve(target))[0].entries:
+        if entry.line == candidate.line and entry.kind == kind:
+            fit = [p for p in entry.points if p.get("at") == at]
+            if fit:
+                return spell(fit[0])
+            raise AttachError(f"the {kind} at line {candidate.line} of {candidate.file} takes no {at} point: "
+                              f"{entry.note or 'no selector names it alone'}", where, "pick another candidate "
+                              "(--pick K)")
+    raise AttachError(f"no {kind} at line {candidate.line} of {candidate.file} in {candidate.qualname}", where,
+                      "pick another candidate (--pick K)")
 
 
 def write(candidate, job: JobPath, uid: int, output: Optional[str], backend: Optional[str]):

@@ -58,8 +58,9 @@ class Watcher:
         self.calls, self.wraps, self.markers = [], [], []
         self.lines, self.leaves = {}, {}
         self.threads, self.thread_rows = {}, []
-        self.stacks = {}  # thread ident -> (frames, calls, lines) of the last look
-        self.known = {}  # id(frame) -> (frame, call): the frames of the last look, and those a marker noted since
+        self.stacks = {}  # thread ident -> (frames, calls, lines, looks since each line, index of each, ends in torch)
+        self.known = {}  # id(frame) -> (frame, call): the frames of the last look
+        self.hooked = {}  # the same, for the frames an optimizer step noted since the last look
         self.long_calls, self.turns = {}, {}  # code -> complete calls of 3 looks or more; call -> its turns
         self.cutoff = torch_folder()
         self.t0, self.first, self.last, self.samples, self.spent = time.perf_counter(), None, 0.0, 0, 0.0
@@ -130,69 +131,92 @@ class Watcher:
             self.thread_rows.append(named)
         return k
 
-    def kept(self, leaf):
-        """The frames of one stack, root first, down to the first in torch's folder; the deepest not in it."""
-        chain = []
-        f = leaf
+    def kept(self, leaf, old=None):
+        """(the frames of one stack, root first, down to the first in torch's folder; how many of them the
+        previous look's stack ``old`` had; whether it ends in torch).  The walk up from the innermost frame stops
+        at a frame of ``old``: a frame's callers never change, so the rest is ``old``'s."""
+        new, f, p = [], leaf, 0
+        before, at = (old[0], old[4]) if old else ((), {})
         while f is not None:
-            chain.append(f)
+            i = at.get(id(f))
+            if i is not None and before[i] is f:
+                p = i + 1
+                break
+            new.append(f)
             f = f.f_back
-        chain.reverse()
-        cutoff, mine = self.cutoff, None
-        for i, f in enumerate(chain):
-            if cutoff and f.f_code.co_filename.startswith(cutoff):
-                return chain[: i + 1], mine
-            mine = f
-        return chain, mine
+        if p and p == len(before) and old[5]:  # torch's first frame, as before: what is under it is not kept
+            return before, p, True
+        new.reverse()
+        chain = list(before[:p]) + new
+        cutoff = self.cutoff
+        if cutoff:
+            for j in range(p, len(chain)):
+                if chain[j].f_code.co_filename.startswith(cutoff):
+                    return chain[: j + 1], p, True
+        return chain, p, False
 
     def new_call(self, frame, thread, parent, parent_line, t):
         self.calls.append([self.code(frame.f_code), thread, parent, parent_line, t, t])
         return len(self.calls) - 1
+
+    def count(self, k, line, looks):
+        """``looks`` more looks of call ``k``'s frame at ``line`` (counted when it leaves the line)."""
+        key = (self.calls[k][0], line)
+        self.lines[key] = self.lines.get(key, 0) + looks
+
+    def gone(self, stack, j, t, n):
+        """The frame at ``j`` of a previous look's ``stack`` is not in this one (look ``n``, at ``t``)."""
+        chain, calls, lines, since = stack[:4]
+        self.ended(calls[j], t)
+        self.count(calls[j], lines[j], n - since[j])
+        self.known.pop(id(chain[j]), None)
 
     def look(self, me):
         t = self.now()
         if self.first is None:
             self.first = t
         previous, self.last = self.last, t
+        n = self.samples
         self.samples += 1
-        stacks, known = {}, {}
+        stacks = {}
         for ident, leaf in sys._current_frames().items():
             if ident == me:
                 continue
-            chain, mine = self.kept(leaf)
+            old = self.stacks.pop(ident, None)
+            chain, p, cut = self.kept(leaf, old)
             thread = self.thread(ident)
-            old_frames, old_calls, old_lines = self.stacks.pop(ident, ((), (), ()))
-            p = 0
-            while p < len(chain) and p < len(old_frames) and chain[p] is old_frames[p]:
-                p += 1
-            for k in old_calls[p:]:
-                self.ended(k, previous)
-            lines = list(old_lines[: max(p - 1, 0)]) + [f.f_lineno or 0 for f in chain[max(p - 1, 0):]]
-            calls = list(old_calls[:p])
+            o_chain, o_calls, o_lines, o_since = old[:4] if old else ((), (), (), ())
+            for j in range(p, len(o_chain)):
+                self.gone(old, j, previous, n)
+            q = max(p - 1, 0)
+            lines = list(o_lines[:q]) + [f.f_lineno or 0 for f in chain[q:]]
+            since = list(o_since[:p]) + [n] * (len(chain) - p)
+            calls = list(o_calls[:p])
             if p:
-                a, b = old_lines[p - 1], lines[p - 1]
-                if b < a or (b == a and p < len(chain) and p < len(old_frames)
-                             and chain[p].f_code is old_frames[p].f_code):
-                    self.wraps.append([old_calls[p - 1], previous, t, a, b])
-                    self.turns[old_calls[p - 1]] = self.turns.get(old_calls[p - 1], 0) + 1
+                a, b = o_lines[p - 1], lines[p - 1]
+                if b != a:
+                    self.count(o_calls[p - 1], a, n - o_since[p - 1])
+                    since[p - 1] = n
+                if b < a or (b == a and p < len(chain) and p < len(o_chain)
+                             and chain[p].f_code is o_chain[p].f_code):
+                    self.wraps.append([o_calls[p - 1], previous, t, a, b])
+                    self.turns[o_calls[p - 1]] = self.turns.get(o_calls[p - 1], 0) + 1
             for i in range(p, len(chain)):
                 f = chain[i]
-                held = self.known.get(id(f))
-                calls.append(held[1] if held is not None and held[0] is f else
-                             self.new_call(f, thread, calls[i - 1] if i else -1, lines[i - 1] if i else 0, t))
-            for k, line in zip(calls, lines):
-                key = (self.calls[k][0], line)
-                self.lines[key] = self.lines.get(key, 0) + 1
+                held = self.known.get(id(f)) or self.hooked.get(id(f))
+                k = held[1] if held is not None and held[0] is f else \
+                    self.new_call(f, thread, calls[i - 1] if i else -1, lines[i - 1] if i else 0, t)
+                calls.append(k)
+                self.known[id(f)] = (f, k)
+            mine = chain[-2] if cut and len(chain) > 1 else chain[-1] if chain and not cut else None
             if mine is not None:
-                key = (self.code(mine.f_code), mine.f_lineno or 0)
+                key = (self.code(mine.f_code), lines[len(chain) - 2 if cut else len(chain) - 1])
                 self.leaves[key] = self.leaves.get(key, 0) + 1
-            stacks[ident] = (chain, calls, lines)
-            for f, k in zip(chain, calls):
-                known[id(f)] = (f, k)
-        for _, old_calls, _ in self.stacks.values():  # threads that ended since
-            for k in old_calls:
-                self.ended(k, previous)
-        self.stacks, self.known = stacks, known
+            stacks[ident] = (chain, calls, lines, since, {id(f): i for i, f in enumerate(chain)}, cut)
+        for old in self.stacks.values():  # threads that ended since
+            for j in range(len(old[0])):
+                self.gone(old, j, previous, n)
+        self.stacks, self.hooked = stacks, {}
 
     def ended(self, k, t):
         row = self.calls[k]
@@ -211,15 +235,15 @@ class Watcher:
         """torch's hook, in the thread that stepped: the step, tied to the call of its first frame in torch."""
         try:
             t = self.now()
-            chain, _ = self.kept(sys._getframe(1))
+            chain = self.kept(sys._getframe(1))[0]
             with self.lock:
                 if self.stopped or len(self.markers) >= MAX_MARKERS:
                     return
                 thread, calls = self.thread(threading.get_ident()), []
                 for i, f in enumerate(chain):
-                    held = self.known.get(id(f))
+                    held = self.known.get(id(f)) or self.hooked.get(id(f))
                     if held is None or held[0] is not f:
-                        held = self.known[id(f)] = (f, self.new_call(
+                        held = self.hooked[id(f)] = (f, self.new_call(
                             f, thread, calls[-1] if calls else -1, (chain[i - 1].f_lineno or 0) if i else 0, t))
                     calls.append(held[1])
                 if calls:
@@ -240,10 +264,11 @@ class Watcher:
     def finish(self):
         self.unhook()
         with self.lock:
-            for ident, (_, calls, _) in self.stacks.items():
-                for k in calls:
+            for chain, calls, lines, since in (stack[:4] for stack in self.stacks.values()):
+                for k, line, n in zip(calls, lines, since):
                     self.calls[k][5] = self.last
-            self.stacks, self.known = {}, {}  # no frame of the job's is held any more
+                    self.count(k, line, self.samples - n)
+            self.stacks, self.known, self.hooked = {}, {}, {}  # no frame of the job's is held any more
         data = {"format": 1, "pid": os.getpid(), "interval": (self.last - (self.first or 0)) / max(self.samples - 1, 1),
                 "first": self.first or 0.0, "last": self.last, "samples": self.samples, "stopped": self.stopped,
                 "cost": self.spent / max(self.last, 1e-9), "cutoff": self.cutoff, "threads": self.thread_rows,
