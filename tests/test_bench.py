@@ -16,6 +16,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
     ("startup.py", ["--rounds", "1"], "goal <= 1.5x"),
     ("traces.py", ["--quick"], "goal (peak < 300 MB and no slower than HTA) applies to the 1 GB trace"),
     ("attach.py", ["--quick"], "goal"),  # where gdb or tracing is missing it says so instead of measuring
+    ("auto.py", ["--quick"], "goal"),
 ])
 def test_the_benchmark_runs_to_its_verdict(script, args, says, tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, cwd=tmp_path,

@@ -41,8 +41,9 @@ def test_where_the_time_went_is_listed_when_no_step_is_clear():
 
 
 @pytest.mark.parametrize("args,said", [
-    (["attach", "123", "r.yaml", "--auto"], "give the PID alone"),
+    (["attach", "123", "r.yaml", "--auto"], "give no RECIPE (r.yaml), only KEY=VALUE settings"),
     (["attach", "--match", "x", "r.yaml", "--auto"], "give no RECIPE"),
+    (["attach", "--auto"], "give the PID"),
     (["attach", "123", "--auto", "--save", "out.txt"], "ends in .yaml"),
     (["attach", "123", "r.yaml", "--watch", "5"], "go with --auto"),
     (["attach", "123", "r.yaml", "--pick", "2"], "go with --auto"),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+import threading
 from functools import partial
 from typing import List, Optional, Sequence
 
@@ -51,24 +53,37 @@ def top_lines(found) -> List[str]:
             found.top]
 
 
+def _warm() -> None:
+    """The modules that write the recipe and plan it (libcst, the engine): imported while the job is watched."""
+    import importlib
+
+    for name in ("patchkit.authoring.newrecipe", "patchkit.engine.examples", "patchkit.state.planning"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - imported again, and said, where it is used
+            pass
+
+
 def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str], timeout: float,
          backend: Optional[str], seconds: Optional[float], pick: Optional[int], dry_run: bool,
          save: Optional[str]) -> Optional[List[str]]:
-    """Watch, find the step, write its recipe: the arguments of the attach that records it (None: --dry-run)."""
+    """Watch, find the step, write its recipe: the arguments of the attach that records it, with the KEY=VALUE
+    settings given (None: --dry-run)."""
     from patchkit.attach import auto as watching, autorecipe
     from patchkit.attach import session as attach_session
     from patchkit.cli.attachlines import _interrupts_as_keyboard, _pid
 
     args = list(args)
     if pids or match:
-        if args:
-            raise click.UsageError("--auto writes the recipe itself: give no RECIPE")
         wanted, pid = [_pid(p.strip()) for p in (pids or "").split(",") if p.strip()], None
     else:
-        if len(args) != 1:
-            raise click.UsageError("give the PID alone: patchkit attach PID --auto (it finds the step and writes "
-                                   "the recipe)")
-        pid, wanted = _pid(args[0]), []
+        if not args:
+            raise click.UsageError("give the PID: patchkit attach PID --auto (it finds the step and writes the recipe)")
+        pid, wanted, args = _pid(args[0]), [], args[1:]
+    named = [a for a in args if "=" not in a]
+    if named:
+        raise click.UsageError(f"--auto writes the recipe itself: give no RECIPE ({named[0]}), only KEY=VALUE "
+                               "settings for it")
     if save and (not save.endswith(".yaml") or os.path.lexists(save)):
         raise click.UsageError(f"--save {save}: " + ("a recipe file ends in .yaml" if not save.endswith(".yaml") else
                                                       "it exists; patchkit never replaces a recipe file"))
@@ -81,6 +96,8 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
     say(f"watching {len(s.attached)} process(es) for at most {seconds:g} s (--watch SECONDS), until their step "
         f"has repeated {6} times; Ctrl-C stops, and nothing of the job's is changed")
     _interrupts_as_keyboard()
+    warm = threading.Thread(target=_warm, name="patchkit-imports", daemon=True)
+    warm.start()  # while the job is watched, this command has nothing else to do
     if not watching.watch(s, _said, timeout):
         say("interrupted: each watcher was asked out; nothing of the job's was changed, nothing recorded")
         sys.exit(130)
@@ -124,8 +141,9 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
     target = " ".join(f"--pids {','.join(map(str, wanted))}".split()) if wanted else \
         (f"--match {match!r}" if match else str(pid))
     say(printable(f"wrote {written.shown}: {written.described[0]}"))
-    say(printable(f"next time, with no watching: patchkit attach {target} {written.shown} --steps {steps}"))
+    settings = "".join(f" {shlex.quote(a)}" for a in args)
+    say(printable(f"next time, with no watching: patchkit attach {target} {written.shown}{settings} --steps {steps}"))
     if dry_run:
         say("--dry-run: nothing recorded")
         return None
-    return ([str(pid)] if pid is not None else []) + [written.shown]
+    return ([str(pid)] if pid is not None else []) + [written.shown] + args
