@@ -2,9 +2,10 @@
 
 Each scenario is a job's script and what its thread does over time (:class:`Job`): frames entered and left, time
 spent at lines, optimizer steps and model forwards in torch's frames.  :class:`Job` samples the stack every 5 ms
-as the watcher does and turns what it saw into a ``Watch`` (calls, wraps, lines, leaves, markers), so each test
+as the watcher does and turns what it saw into a ``Watch`` (calls, moves, lines, leaves, markers), so each test
 reads as the job it describes: nested training loops with gradient accumulation, a step function, an inference
-loop, a job with no marker, an idle job, a loop of one statement, and hostile watches."""
+loop, a job with no marker, an idle job, a loop of one statement, and hostile watches; tests/auto_nested_job.py's
+shape, its micro-batch loop entered by moves forward, its epochs seen turning, or one micro-batch a step."""
 
 from __future__ import annotations
 
@@ -597,3 +598,88 @@ def test_what_no_point_can_name_is_no_candidate_and_the_list_is_capped():
     assert all(c.repeats in (5, 6) and c.period == pytest.approx(0.012 * 26 + 0.032 * 7, abs=0.006)
                for c in found.candidates)
     assert "(the best covers 6%, regularity 1.00)" in found.why
+
+
+NESTED = '''\
+def train(model, optimizer, loader, sampler, epochs, accum):
+    for epoch in range(epochs):  # @epoch
+        sampler.set_epoch(epoch)  # @shuffle
+        for batch in loader:  # @batch
+            loss = 0.0  # @zero
+            for micro in chunks(batch, accum):  # @micro
+                loss += micro_step(model, micro) / accum  # @call
+            optimizer.step()  # @step
+            log(loss)  # @log
+
+
+def micro_step(model, micro):
+    loss = model(micro[0]).sum()  # @fwd
+    loss.backward()  # @bwd
+    return loss.item()  # @item
+'''
+
+
+def nested(epochs: int = 3, batches: int = 6, accum: int = 2, shuffle: float = 0.0) -> Job:
+    """tests/auto_nested_job.py's shape and times: a micro-batch (29 ms) is over a third of a step (82 ms), its
+    optimizer step taking 20; the micro-batch loop's body is one statement, its header not seen (0.2 ms), so it is
+    entered by a move forward from the batch loop's header, or by the batch loop turning back into it."""
+    job = Job(NESTED)
+    with job.call("train"):
+        for _ in range(epochs):
+            job.run("epoch", 0.0002)
+            job.run("shuffle", shuffle)
+            for _ in range(batches):
+                job.load("batch", 0.003)
+                job.run("zero", 0.0001)
+                for _ in range(accum):
+                    job.run("micro", 0.0002)
+                    with job.call("micro_step", at="call"):
+                        job.forward("fwd", 0.012)
+                        job.run("bwd", 0.016)
+                        job.run("item", 0.001)
+                job.step("step", 0.020)
+                job.run("log", 0.0005)
+    return job
+
+
+def test_a_micro_batch_loop_entered_by_a_move_forward_is_an_inner_candidate():
+    job = nested()
+    watch, tags = job.watch(), job.tags
+    moves = [(a, b) for k, _, _, a, b in watch.wraps if watch.codes[watch.calls[k][0]][2] == "train"]
+    assert (tags["batch"], tags["call"]) in moves  # from the batch loop's header: forward, into the micro loop
+    found = find(watch, job.source_of)
+    assert [(c.kind, c.line, c.role) for c in found.candidates] == [
+        ("loop", tags["batch"], "step"), ("loop", tags["micro"], "inner"), ("function", 12, "inner")]
+    best, micro, helper = found.candidates
+    assert found.chosen == 0 and best.period == pytest.approx(0.082, abs=0.004)
+    assert best.repeats == 3 * 6 - 1  # the epoch's turn is not seen (0.2 ms): the batch loop turns on across it
+    assert (micro.per_step, micro.repeats) == (0.0, 18)  # each step: entered, turned once, left
+    assert micro.period == pytest.approx(0.0292, abs=0.003) and best.period / micro.period > 2.6  # not 3 a step:
+    # its turns are counted, 2 for each optimizer step
+    assert micro.holds == helper.holds == "1/2 of an optimizer step (a micro-batch: 2 per step)"
+    assert (helper.qualname, helper.repeats) == ("micro_step", 36)
+
+
+def test_an_epoch_loop_seen_turning_is_an_outer_candidate():
+    """Each epoch starts with the sampler's shuffle (20 ms, seen): from the last batch back to it, the epoch loop
+    turned and the batch loop was left; on into the batch loop, it was entered."""
+    job = nested(epochs=5, shuffle=0.020)
+    found = find(job.watch(), job.source_of)
+    tags = job.tags
+    epoch = by(found, "loop", tags["epoch"])
+    assert (epoch.role, epoch.holds, epoch.per_step, epoch.repeats) == ("outer", "6 optimizer steps (an epoch?)",
+                                                                        6.0, 3)
+    assert epoch.period == pytest.approx(6 * 0.082 + 0.020, abs=0.005) and epoch.share == 1.0
+    batch = found.candidates[found.chosen]
+    assert (batch.line, batch.role, batch.repeats) == (tags["batch"], "step", 5 * 5)  # each epoch's last: left
+    assert [c.role for c in found.candidates] == ["step", "inner", "inner", "outer"]
+
+
+def test_a_loop_entered_anew_for_each_of_its_turns_has_no_complete_one():
+    """One micro-batch a step: each turn of the micro loop starts where it is entered, and it is left before the
+    next: no complete turn, no candidate (its one turn is the step's)."""
+    job = nested(accum=1)
+    found = find(job.watch(), job.source_of)
+    assert [(c.kind, c.line, c.role) for c in found.candidates] == [
+        ("loop", job.tags["batch"], "step"), ("function", 12, "")]  # called once a step, the step after it
+    assert found.chosen == 0 and found.candidates[0].repeats == 3 * 6 - 1
