@@ -13,10 +13,12 @@ job's files (``source_of``: the caller's checked reader, ``None`` for a file not
   complete when the next starts before the loop is left: nested loops (epochs, mini-batches, micro-batches) are
   each a candidate;
 - a step is judged by the markers: the optimizer steps when any was seen, else the model forwards (the outermost
-  calls of ``torch/nn/modules/module.py``); each marker is in the repetition its chain of parent calls leads to;
+  calls of ``torch/nn/modules/module.py``); each marker is in the repetition its chain of parent calls leads to
+  (an optimizer step is also where its frames were at its time: one run wholly between two looks is not missed);
 - the step is a candidate each of whose repetitions holds exactly one marker (of those, the one that covers the
   most of the job's time: a loop's turn loading its batch over a helper it calls); the others are ``inner``
-  (micro-batches, a helper called per micro-batch) or ``outer`` (epochs);
+  (micro-batches, a helper called per micro-batch: as many per step as were seen start per marker) or ``outer``
+  (epochs);
 - with no marker, the candidate that covers the most of the time most regularly is chosen, when clear enough
   (seen repeating 3 times at least: two turns give one period, which says nothing of how regular it is).
 
