@@ -1,5 +1,6 @@
-"""attach.steploops: a function's own loops read with ast (extent, header, body statements), which loop a wrap
-turned, a call's complete turns, and which turn a marker fell in; files that cannot be read have no loops."""
+"""attach.steploops: a function's own loops read with ast (extent, header, body statements), which loops a move
+entered, turned or left, markers put in a move's window, a call's complete turns, and which turn a marker fell in;
+files that cannot be read have no loops."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sys
 
 import pytest
 
-from patchkit.attach.steploops import Loop, Sources, function_at, loops_in, turn_index, turned, turns
+from patchkit.attach.steploops import (Loop, Sources, function_at, loops_in, moved, turn_index, turned, turns,
+                                      with_marks)
 
 SOURCE = '''\
 import torch
@@ -88,11 +90,43 @@ def test_which_loop_a_wrap_turned():
     assert turned(found, 14, 12) is None  # from a line where no code runs
 
 
+def test_which_loops_a_move_started_a_turn_of_and_which_it_broke():
+    found = loops()
+    epoch, batch, wait = range(3)
+    assert moved(found, 10, 12) == ((), ())  # on from the header into the body: the turn began at the header
+    assert moved(found, 9, 12) == ((batch,), ())  # into the batch loop from the epoch's header: entered
+    assert moved(found, 20, 12) == ((epoch, batch), (batch, wait))  # the epoch loop turned, into the batch loop:
+    # every loop inside it is broken (the batch loop's turn before this is no complete one: it was left)
+    assert moved(found, 17, 10) == ((batch,), ()) and moved(found, 12, 12) == ((batch,), ())  # turned
+    assert moved(found, 17, 20) == ((), (batch,))  # on past the batch loop: left
+    assert moved(found, 27, 8) == ((epoch,), (batch, wait)) and moved(found, 27, 26) == ((wait,), ())
+    assert moved(found, 5, 27) == ((epoch, wait), ()) and moved(found, 27, 30) == ((), (epoch, wait))
+    assert moved(found, 12, 11) == ((), ()) and moved((), 3, 4) == ((), ())
+
+
+def test_markers_in_a_move_s_window_are_where_the_frame_went():
+    """Line 74 is ``opt.step()`` after a loop of one statement at line 72 (a new micro-batch call each turn)."""
+    step = [(0.20, 74, 5, 0.20, 0.20), (0.29, 74, 9, 0.29, 0.29)]  # two steps between two looks, none seen
+    assert with_marks([(0.16, 0.30, 72, 72)], step) == [(0.16, 0.20, 72, 74), (0.20, 0.29, 74, 74),
+                                                        (0.29, 0.30, 74, 72)]
+    assert with_marks([(0.16, 0.30, 72, 72)], []) == [(0.16, 0.30, 72, 72)]
+    seen = [(0.20, 74, 5, 0.18, 0.20)]  # the step's call was seen at 0.18, on line 74: no move to it
+    assert with_marks([(0.18, 0.22, 74, 72)], seen) == [(0.20, 0.22, 74, 72)]
+    assert with_marks([(0.18, 0.22, 74, 74)], [(0.20, 74, 5, 0.18, 0.22)]) == []  # one call, seen at both looks
+    assert with_marks([(0.18, 0.22, 74, 74)], [(0.20, 74, 5, 0.18, 0.20)]) == [(0.20, 0.22, 74, 74)]  # then anew
+    at_look = [(0.22, 74, 5, 0.20, 0.20)]  # at the look's very time: its call, not seen then, ended before it
+    assert with_marks([(0.20, 0.22, 74, 74)], at_look) == [(0.22, 0.22, 74, 74)]  # the new turn after it
+    marks = [(0.05, 74, 1, 0.05, 0.05), (0.20, 74, 5, 0.20, 0.20), (0.40, 74, 7, 0.40, 0.40)]
+    assert with_marks([(0.10, 0.15, 72, 72), (0.18, 0.22, 72, 72)], marks) == [
+        (0.10, 0.15, 72, 72), (0.18, 0.20, 72, 74), (0.20, 0.22, 74, 72)]  # each marker in its own window only
+
+
 def test_a_call_s_complete_turns_end_where_a_loop_around_it_turned():
     own = [(0.0, 0.1, 10), (0.2, 0.3, 10), (0.4, 0.5, 10), (1.0, 1.1, 10), (1.2, 1.3, 10)]
     assert turns(own, []) == [(0, 1), (1, 2), (2, 3), (3, 4)]
     assert turns(own, [0.8]) == [(0, 1), (1, 2), (3, 4)]  # the outer loop turned between 0.5 and 1.1
     assert turns(own, [1.1]) == [(0, 1), (1, 2), (3, 4)] and turns(own[:1], []) == []
+    assert turns(own, [0.5, 1.3, 0.05]) == [(0, 1), (2, 3)]  # at a start: the turn that ends there is broken
 
 
 def test_a_marker_in_a_wrap_s_window_goes_by_its_line():

@@ -1,6 +1,6 @@
 """The in-job watcher of ``attach --auto`` (patchkit/runtime/attach/watch.py), run in this process on a thread that
-trains: what it notes of calls, loop turns and optimizer steps, that it stops by itself, takes its hook off, holds
-no frame of the job's at the end, and writes nothing when asked out."""
+trains: what it notes of calls, moves (loops entered, turned, left) and optimizer steps, that it stops by itself
+(on turns alone), takes its hook off, holds no frame of the job's at the end, and writes nothing when asked out."""
 
 import threading
 import time
@@ -41,6 +41,7 @@ def train(stop, steps):
     while not stop.is_set():
         for micro in data.chunk(2):
             one_step(model, micro)
+        time.sleep(0.008)  # the rest of the step, on a line of train's own
         opt.step()
         opt.zero_grad()
         steps.append(time.perf_counter())
@@ -87,7 +88,12 @@ def test_it_sees_calls_turns_and_every_optimizer_step_then_stops_by_itself():
     assert len(trains) == 1 and len(step_calls) >= 2 * watch.REPEATS  # two micro-batches a step, each a new call
     assert all(c[2] == trains[0] for c in step_calls)  # called from train's frame, at its line
     assert {c[3] for c in step_calls} == {line_of(train, "one_step(model, micro)")}
-    assert [wr for wr in data["wraps"] if wr[0] == trains[0]], "train's loop turns are seen"
+    moves = [(a, b) for k, _, _, a, b in data["wraps"] if k == trains[0]]
+    micro, rest = line_of(train, "one_step(model, micro)"), line_of(train, "time.sleep(0.008)")
+    assert (micro, micro) in moves  # the next micro-batch: a new call on one line, the loop turned
+    assert (micro, rest) in moves and (rest, micro) in moves  # a loop left (forward), and back: entered
+    assert all(a != b or a == micro for a, b in moves)  # on one line only under a new call of one function
+    assert w.turns[trains[0]] == sum(b <= a for a, b in moves) < len(moves)  # it stops on turns alone
     markers = data["markers"]
     assert len(markers) > watch.REPEATS and all(m[0] == "optimizer" for m in markers)
     at = [w.t0 + m[2] for m in markers]  # exact: every step the job made while watched, none missed

@@ -31,7 +31,10 @@ The attaching side, in the command's process:
   the functions and loops that repeat, ranked by the optimizer steps (or model forwards) each repetition holds.
 - :mod:`.stepcalls`: where no loop or function holds exactly one step, the job's own call of the optimizer (or of
   the model) is the step's place.
-- :mod:`.steploops`: a function's own loops read with ast, and which loop each of the watcher's wraps turned.
+- :mod:`.steploops`: a function's own loops read with ast, and which loops each of the watcher's moves entered,
+  turned or left (an optimizer step's marker put in where it was between two looks).
+- :mod:`.stepwatch`: the watch's rows as the step finder reads them, each checked; its markers, and where each
+  marker was in each call of its chain.
 
 What runs inside the job is :mod:`patchkit.runtime.attach` (the agent, the swap, the decorators, the fork
 guard and the lines gdb or ``sys.remote_exec`` hand the job), with the rest of the runtime: one place, held to

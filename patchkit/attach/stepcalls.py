@@ -16,15 +16,16 @@ import statistics
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from patchkit.attach.stepfind import Candidate, Found, _markers, _Watch
+from patchkit.attach.stepfind import Candidate, Found
+from patchkit.attach.stepwatch import Checked, markers
 
 LEAST = 3  # calls seen, at least
 
 
 def call_sites(watch: Any, source_of: Callable[[str], Optional[str]]) -> Tuple[str, List[Candidate]]:
     """(what a step was judged by, a candidate for each place the job's own code called it from, most first)."""
-    w = _Watch(watch)
-    marker, times = _markers(w)
+    w = Checked(watch)
+    marker, times = markers(w)
     places: Dict[Tuple[int, int, int], List[float]] = defaultdict(list)
     for call, t in times:
         row = w.call(call)

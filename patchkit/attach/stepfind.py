@@ -8,12 +8,17 @@ job's files (``source_of``: the caller's checked reader, ``None`` for a file not
 
 - a function candidate is one code in one thread with at least 3 complete calls (not the module's code, a lambda,
   a comprehension or a function nested twice: no recipe point can name those; not torch's own code); a loop
-  candidate, a loop of a function (:mod:`.steploops`) with a complete turn, its turns the frame's wraps;
+  candidate, a loop of a function (:mod:`.steploops`) with a complete turn, each turn started by one of the frame's
+  moves (back to the loop, or on one line under a new call: it turned; into it from outside: it was entered) and
+  complete when the next starts before the loop is left: nested loops (epochs, mini-batches, micro-batches) are
+  each a candidate;
 - a step is judged by the markers: the optimizer steps when any was seen, else the model forwards (the outermost
-  calls of ``torch/nn/modules/module.py``); each marker is in the repetition its chain of parent calls leads to;
+  calls of ``torch/nn/modules/module.py``); each marker is in the repetition its chain of parent calls leads to
+  (an optimizer step is also where its frames were at its time: one run wholly between two looks is not missed);
 - the step is a candidate each of whose repetitions holds exactly one marker (of those, the one that covers the
   most of the job's time: a loop's turn loading its batch over a helper it calls); the others are ``inner``
-  (micro-batches, a helper called per micro-batch) or ``outer`` (epochs);
+  (micro-batches, a helper called per micro-batch: as many per step as were seen start per marker) or ``outer``
+  (epochs);
 - with no marker, the candidate that covers the most of the time most regularly is chosen, when clear enough
   (seen repeating 3 times at least: two turns give one period, which says nothing of how regular it is).
 
@@ -24,15 +29,13 @@ what the watch holds: rows that make no sense (indexes out of range, loops of pa
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from patchkit.attach.steploops import Sources, turn_index, turned, turns
+from patchkit.attach.steploops import Sources, moved, turn_index, turns, with_marks
+from patchkit.attach.stepwatch import Checked, markers, marks
 
-HIDDEN = frozenset({"<module>", "<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"})
-FORWARD = "torch/nn/modules/module.py"
 MOST = 20  # candidates listed
 
 
@@ -60,60 +63,6 @@ class Found(NamedTuple):
     top: Tuple[Tuple[str, int, str, float], ...]  # the busiest leaves: (file, line, qualname, share of samples)
 
 
-def _num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _rows(rows: Any, kinds: str) -> List[Optional[tuple]]:
-    """Each row as a tuple of the kinds given ("i" int, "f" number, "s" str), or None when it is not one."""
-    def good(row: Any) -> bool:
-        return isinstance(row, (tuple, list)) and len(row) == len(kinds) and all(
-            isinstance(v, int) and not isinstance(v, bool) if k == "i" else _num(v) if k == "f" else isinstance(v, str)
-            for k, v in zip(kinds, row))
-    return [tuple(row) if good(row) else None for row in (rows if isinstance(rows, (list, tuple)) else ())]
-
-
-class _Watch:
-    """The watch's rows, each checked; a call's code and thread indexes in range, or the call is None."""
-
-    def __init__(self, watch: Any):
-        self.interval = watch.interval if _num(watch.interval) and watch.interval > 0 else 0.0
-        self.first = watch.first if _num(watch.first) else 0.0
-        self.span = watch.last - self.first if _num(watch.last) and watch.last > self.first else 0.0
-        self.last = self.first + self.span
-        self.samples = watch.samples if isinstance(watch.samples, int) else 0
-        self.threads = [str(t) for t in watch.threads] if isinstance(watch.threads, (list, tuple)) else []
-        self.codes = _rows(watch.codes, "sis")
-        self.cutoff = watch.cutoff.rstrip("/") + "/" if isinstance(watch.cutoff, str) and watch.cutoff else ""
-        self.calls = [c if c and 0 <= c[0] < len(self.codes) and self.codes[c[0]] and 0 <= c[1] < len(self.threads)
-                      else None for c in _rows(watch.calls, "iiiiff")]
-        self.wraps = [w for w in _rows(watch.wraps, "iffii") if w and self.call(w[0])]
-        self.lines, self.leaves = ([r for r in _rows(rows, "iii") if r and 0 <= r[0] < len(self.codes)
-                                    and self.codes[r[0]] and r[2] > 0] for rows in (watch.lines, watch.leaves))
-        self.markers = [m for m in _rows(watch.markers, "sif") if m and self.call(m[1])]
-
-    def call(self, index: int) -> Optional[tuple]:
-        return self.calls[index] if 0 <= index < len(self.calls) else None
-
-    def chain(self, index: int) -> List[int]:
-        """The call and its parents up to the root, each once (a loop of parents ends there)."""
-        out, seen = [], set()
-        while self.call(index) and index not in seen and len(out) < 4096:
-            out.append(index)
-            seen.add(index)
-            index = self.calls[index][2]
-        return out
-
-    def nameable(self, code: int) -> bool:
-        """A function a recipe point can name (in a file, not ``<string>``), and not torch's own."""
-        file, _, qualname = self.codes[code]
-        return not (self.cutoff and file.startswith(self.cutoff)) and not file.startswith("<") \
-            and qualname not in HIDDEN and qualname.count("<locals>") <= 1
-
-    def complete(self, call: tuple) -> bool:
-        return self.first < call[4] and call[5] < self.last
-
-
 class _Rep(NamedTuple):
     """A candidate before its markers are counted."""
     kind: str
@@ -123,19 +72,10 @@ class _Rep(NamedTuple):
     periods: List[float]
     share: float
     counts: Dict[Any, int]  # each complete repetition -> markers in it
+    seen: int  # repetitions seen start, complete or not
 
 
-def _markers(w: _Watch) -> Tuple[str, List[Tuple[int, float]]]:
-    """What a step is judged by, and each marker as (call, time)."""
-    steps = [(m[1], m[2]) for m in w.markers if m[0] == "optimizer"]
-    if steps:
-        return "optimizer step", steps
-    forward = {i for i, c in enumerate(w.calls) if c and w.codes[c[0]][0].replace("\\", "/").endswith(FORWARD)}
-    outermost = [(i, w.calls[i][4]) for i in sorted(forward) if not forward.intersection(w.chain(i)[1:])]
-    return ("model forward", outermost) if outermost else ("", [])
-
-
-def _functions(w: _Watch) -> List[_Rep]:
+def _functions(w: Checked) -> List[_Rep]:
     groups: Dict[Tuple[int, int], List[int]] = defaultdict(list)
     for i, call in enumerate(w.calls):
         if call and w.nameable(call[0]):
@@ -147,16 +87,18 @@ def _functions(w: _Watch) -> List[_Rep]:
             continue
         time = sum(w.calls[i][5] - w.calls[i][4] + w.interval for i in calls)
         reps.append(_Rep("function", code, thread, w.codes[code][1], [b[0] - a[0] for a, b in zip(done, done[1:])],
-                         min(1.0, time / w.span), {i: 0 for _, i in done}))
+                         min(1.0, time / w.span), {i: 0 for _, i in done}, len(calls)))
     return reps
 
 
-def _loops(w: _Watch, sources: Sources) -> Tuple[List[_Rep], Dict[int, list]]:
-    """The loop candidates, and for each call that turned one: [(the loop, its rep's counts, its wraps)]."""
+def _loops(w: Checked, sources: Sources, times: List[Tuple[int, float]]) -> Tuple[List[_Rep], Dict[int, list]]:
+    """The loop candidates, and for each call that turned one: [(the loop, its rep's counts, its turns' starts)]."""
+    marked = marks(w, times)
     by_call: Dict[int, List[tuple]] = defaultdict(list)
     for wrap in w.wraps:
         by_call[wrap[0]].append(wrap)
     found: Dict[Tuple[int, int, int], Tuple[Any, List[float], Dict[Any, int]]] = {}
+    seen: Dict[Tuple[int, int, int], int] = defaultdict(int)
     placed: Dict[int, list] = defaultdict(list)
     for call, wraps in by_call.items():
         code, thread = w.calls[call][:2]
@@ -164,14 +106,20 @@ def _loops(w: _Watch, sources: Sources) -> Tuple[List[_Rep], Dict[int, list]]:
         if len(wraps) < 2 or not w.nameable(code):
             continue
         loops = sources.loops(file, firstlineno, qualname)
-        turned_at: Dict[int, List[tuple]] = defaultdict(list)
-        for _, t_prev, t, a, b in sorted(wraps, key=lambda r: r[2]):
-            i = turned(loops, a, b)
-            if i is not None:
-                turned_at[i].append((t_prev, t, b))
-        for i, own in turned_at.items():
-            around = [r[1] for j, rs in turned_at.items() if loops[j].encloses(loops[i]) for r in rs]
-            complete = turns(own, around)
+        started: Dict[int, List[tuple]] = defaultdict(list)
+        broken: Dict[int, List[float]] = defaultdict(list)
+        known = len(sources.file(file)[0])  # a move from or to a line the file has not turns no loop
+        moves = with_marks(sorted((r[1:] for r in wraps if 0 < r[3] <= known and 0 < r[4] <= known),
+                                  key=lambda r: r[1]), marked.get(call, ())) if loops else ()
+        for t_prev, t, a, b in moves:
+            starts, breaks = moved(loops, a, b)
+            for i in starts:
+                started[i].append((t_prev, t, b))
+            for i in breaks:
+                broken[i].append(t)
+        for i, own in started.items():
+            seen[(code, thread, loops[i].header)] += len(own)
+            complete = turns(own, broken[i])
             if complete:
                 _, periods, counts = found.setdefault((code, thread, loops[i].header), (loops[i], [], {}))
                 periods.extend(own[b][1] - own[a][1] for a, b in complete)
@@ -183,11 +131,12 @@ def _loops(w: _Watch, sources: Sources) -> Tuple[List[_Rep], Dict[int, list]]:
     reps = []
     for (code, thread, header), (loop, periods, counts) in found.items():
         inside = sum(n for (c, line), n in samples.items() if c == code and loop.holds(line))
-        reps.append(_Rep("loop", code, thread, header, periods, min(1.0, inside * w.interval / w.span), counts))
+        reps.append(_Rep("loop", code, thread, header, periods, min(1.0, inside * w.interval / w.span), counts,
+                         seen[(code, thread, header)]))
     return reps, placed
 
 
-def _count(w: _Watch, reps: List[_Rep], placed: Dict[int, list], times: List[Tuple[int, float]]) -> None:
+def _count(w: Checked, reps: List[_Rep], placed: Dict[int, list], times: List[Tuple[int, float]]) -> None:
     """Adds each marker to the complete repetition that holds it, if any."""
     by_code = defaultdict(list)
     for rep in reps:
@@ -219,10 +168,10 @@ def _median(values: List[float]) -> float:
 
 def find(watch: Any, source_of: Callable[[str], Optional[str]]) -> Found:
     """The job's step candidates, ranked, and the one chosen (see the module's docstring)."""
-    w = _Watch(watch)
+    w = Checked(watch)
     sources = Sources(source_of)
-    marker, times = _markers(w)
-    loops, placed = _loops(w, sources) if w.span else ([], {})
+    marker, times = markers(w)
+    loops, placed = _loops(w, sources, times) if w.span else ([], {})
     reps = (_functions(w) if w.span else []) + loops
     _count(w, reps, placed, times)
     stamps = sorted(t for _, t in times)
@@ -237,7 +186,8 @@ def find(watch: Any, source_of: Callable[[str], Optional[str]]) -> Found:
         spread = _median([abs(p - period) for p in rep.periods])
         regular = max(0.0, 1 - spread / period) if period > 0 else 0.0
         per_step = sum(held) / len(held) if marker else None
-        role, holds = _role(marker, per_step, held, period, step)
+        role, holds = _role(marker, per_step, held, period / step if step and period else 0.0,
+                            rep.seen / len(times) if times else 0.0)
         file, _, qualname = w.codes[rep.code]
         found.append((Candidate(rep.kind, file, qualname, rep.line, sources.line(file, rep.line),
                                 w.threads[rep.thread], len(held), round(period, 6), round(regular, 4),
@@ -246,16 +196,17 @@ def find(watch: Any, source_of: Callable[[str], Optional[str]]) -> Found:
     return _choose(w, marker, len(times), step, found)
 
 
-def _role(marker: str, per_step: Optional[float], held: List[int], period: float,
-          step: Optional[float]) -> Tuple[str, str]:
-    """The candidate's role among the steps, and what one repetition holds in words."""
+def _role(marker: str, per_step: Optional[float], held: List[int], part: float, each: float) -> Tuple[str, str]:
+    """The candidate's role among the steps, and what one repetition holds in words: ``part`` is its period over
+    the markers', ``each`` the repetitions seen start per marker (an inner one's count per step: its turns take
+    their own time, not a share of the step's)."""
     if per_step is None:
         return "", ""
     training = marker == "optimizer step"
     if 0.9 <= per_step <= 1.1 and held.count(1) >= 0.8 * len(held):
         return "step", f"one {marker}"
-    if per_step < 0.9 and step and period < step:
-        k = max(2, round(step / period))
+    if per_step < 0.9 and 0 < part < 1:
+        k = max(2, round(each if each >= 1.5 else 1 / part))
         return "inner", (f"1/{k} of an optimizer step (a micro-batch: {k} per step)" if training
                          else f"1/{k} of a model forward ({k} per forward)")
     if per_step > 1.1:
@@ -266,7 +217,7 @@ def _role(marker: str, per_step: Optional[float], held: List[int], period: float
 ORDER = {"step": 0, "inner": 1, "outer": 2, "": 3}
 
 
-def _choose(w: _Watch, marker: str, n: int, step: Optional[float], found: List[Tuple[Candidate, int]]) -> Found:
+def _choose(w: Checked, marker: str, n: int, step: Optional[float], found: List[Tuple[Candidate, int]]) -> Found:
     """Ranks the candidates (``found``: each with how many of its repetitions hold exactly one marker), chooses."""
     if marker:
         found.sort(key=lambda f: (ORDER[f[0].role], -f[0].share, -f[0].regularity, f[0].kind != "loop",
@@ -304,7 +255,7 @@ def _what(c: Candidate) -> str:
     return f"turn of the loop at line {c.line} of {c.qualname}" if c.kind == "loop" else f"call of {c.qualname}"
 
 
-def _top(w: _Watch) -> Tuple[Tuple[str, int, str, float], ...]:
+def _top(w: Checked) -> Tuple[Tuple[str, int, str, float], ...]:
     counted: Dict[Tuple[int, int], int] = defaultdict(int)
     for code, line, n in w.leaves:
         counted[(code, line)] += n

@@ -1,26 +1,34 @@
-"""The loops of one function of a job's file, read with ast, and which loop each of a watch's wraps turned.
+"""The loops of one function of a job's file, read with ast, and which loops each of a watch's moves entered,
+turned or left.
 
-A *wrap* (what ``patchkit attach --auto``'s watcher reports of a frame seen in two samples in a row) is the frame's
-line going back, from line ``a`` to line ``b``, or staying on one line while the call under it is new (``a == b``:
-a loop whose body is one statement).  Lines alone say which loop turned once the function's loops are known:
+A *move* (what ``patchkit attach --auto``'s watcher reports of a frame seen in two looks in a row, its ``wraps``)
+is the frame's line changing from line ``a`` to line ``b``, forward or back, or staying on one line while the call
+under it is new (``a == b``: a loop whose body is one statement).  Lines alone say what a move did once the
+function's loops are known:
 
 - a loop's extent is its header's first line to the last line of its body (not of its ``else``);
 - a line's position in a loop is -1 on the header's lines, else the index of the top-level body statement whose
   lines hold it (``None`` between statements: no code runs there);
-- a wrap is a turn of the innermost loop holding both lines whose position of ``b`` is before that of ``a``; a
-  wrap on one line, of the innermost loop holding it; a wrap that fits no loop (a ``with`` ending, a loop of a
-  comprehension) turned nothing.
+- a move *turned* the innermost loop holding both lines whose position of ``b`` is before that of ``a``; a move
+  on one line, the innermost loop holding it; a move that fits no loop (a ``with`` ending, a loop of a
+  comprehension, a forward move) turned nothing;
+- a move *entered* each loop that holds ``b`` but not ``a`` (a forward move from before it, or a turn of a loop
+  around it back into it), and *left* each that holds ``a`` but not ``b``.  Entering the header is the turn's
+  start: the move on from the header into the body is none (as a move back to the header is the turn's start).
 
-Only the function's own loops count: not those of a ``def``, ``class`` or ``lambda`` nested in it (another code).
-:class:`Sources` reads each file once through the caller's ``source_of`` (``None``: not to be read) and never
-raises on what it reads: text that is not Python has no loops.  :func:`turns` cuts one call's turns of a loop into
-complete ones (between two wraps of that loop with no turn of a loop around it between: the loop was left and
-entered again), and :func:`turn_index` says after how many of them a marker came.
+Each turn of a loop starts with a move that turned or entered it (:func:`moved`); a marker (an optimizer step, by
+torch's hook) says exactly where the frame was between two looks, and :func:`with_marks` puts it in.  Only the function's own loops
+count: not those of a ``def``, ``class`` or ``lambda`` nested in it (another code).  :class:`Sources` reads each
+file once through the caller's ``source_of`` (``None``: not to be read) and never raises on what it reads: text
+that is not Python has no loops.  :func:`turns` cuts one call's turns of a loop into complete ones (between two
+starts with no break between: the loop left, or a loop around it turned, which left it and entered it again), and
+:func:`turn_index` says after how many of them a marker came.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -121,7 +129,7 @@ class Sources:
 
 
 def turned(loops: Sequence[Loop], a: int, b: int) -> Optional[int]:
-    """The index in ``loops`` of the loop a wrap from line ``a`` to line ``b`` turned, or ``None``."""
+    """The index in ``loops`` of the loop a move from line ``a`` to line ``b`` turned, or ``None``."""
     holding = sorted((i for i, loop in enumerate(loops) if loop.holds(a) and loop.holds(b)),
                      key=lambda i: loops[i].header, reverse=True)  # innermost first: loops nest
     if a == b:
@@ -133,20 +141,57 @@ def turned(loops: Sequence[Loop], a: int, b: int) -> Optional[int]:
     return None
 
 
-Wrap = Tuple[float, float, int]  # (t_prev, t, to_line) of one turn
+def moved(loops: Sequence[Loop], a: int, b: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """The loops (indexes in ``loops``) whose turn a move from line ``a`` to line ``b`` started (it turned or
+    entered them), and those it broke (it left them, or turned a loop around them)."""
+    i = turned(loops, a, b)
+    starts = tuple(j for j, loop in enumerate(loops) if j == i or (loop.holds(b) and not loop.holds(a)))
+    breaks = tuple(j for j, loop in enumerate(loops) if (loop.holds(a) and not loop.holds(b))
+                   or (i is not None and loops[i].encloses(loop)))
+    return starts, breaks
 
 
-def turns(own: Sequence[Wrap], around: Sequence[float]) -> List[Tuple[int, int]]:
-    """The complete turns of a loop in one call: pairs (i, i + 1) of its wraps ``own`` (sorted by time) with no
-    turn of a loop around it (times ``around``) between them."""
+Move = Tuple[float, float, int, int]  # (t_prev, t, from_line, to_line)
+Mark = Tuple[float, int, int, float, float]  # (t, line, the call under the frame, its first look, its last look)
+
+
+def with_marks(moves: Sequence[Move], marks: Sequence[Mark]) -> List[Move]:
+    """One call's moves (sorted by time) with the lines its markers were at (sorted by time) put in: a move whose
+    window ``(t_prev, t]`` holds markers went through their lines at their times (an optimizer step run wholly
+    between two looks: the frame left a loop, or turned one, and came back).  Two lines in a row that are one are a
+    move when the calls under the frame differ (a new step, or a new call seen after the marker's)."""
+    out: List[Move] = []
+    k = 0
+    for t_prev, t, a, b in moves:
+        while k < len(marks) and marks[k][0] <= t_prev:
+            k += 1
+        at_t, line, under = t_prev, a, None
+        while k < len(marks) and marks[k][0] <= t:  # one at the look's time too: its call says which came first
+            tm, m, child, first, last = marks[k]
+            if m != line or (child != under if under is not None else first > t_prev):
+                out.append((at_t, tm, line, m))
+            at_t, line, under = tm, m, child
+            k += 1
+        if under is None or b != line or last < t:  # the call under the last marker was not seen at the look
+            out.append((at_t, t, line, b))
+    return out
+
+
+Wrap = Tuple[float, float, int]  # (t_prev, t, to_line) of the move that started one turn
+
+
+def turns(own: Sequence[Wrap], breaks: Sequence[float]) -> List[Tuple[int, int]]:
+    """The complete turns of a loop in one call: pairs (i, i + 1) of its turns' starts ``own`` (sorted by time)
+    with no break of the loop (times ``breaks``) after the first and at or before the second."""
+    cuts = sorted(breaks)
     return [(i, i + 1) for i in range(len(own) - 1)
-            if not any(own[i][1] < t <= own[i + 1][1] for t in around)]
+            if bisect.bisect_right(cuts, own[i][1]) == bisect.bisect_right(cuts, own[i + 1][1])]
 
 
 def turn_index(loop: Loop, own: Sequence[Wrap], t: float, line: int) -> int:
-    """How many of the loop's wraps ``own`` came before a marker at time ``t`` from the loop's ``line``: a wrap
+    """How many of the loop's turns ``own`` started before a marker at time ``t`` from the loop's ``line``: a move
     whose window ``(t_prev, t]`` holds the marker (its end too: the sample then and the marker are not ordered)
-    came before it when the marker's line is not after the line the wrap went to (the new turn ran that line,
+    came before it when the marker's line is not after the line the move went to (the new turn ran that line,
     then was seen further on), else after it."""
     at = loop.pos(line)
     count = 0

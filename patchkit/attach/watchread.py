@@ -6,6 +6,7 @@ UTF-8, at most :data:`LIMIT` bytes, nested at most :data:`NESTING` deep, counted
 makes it a :class:`Watch`: every row of its type, every index inside the table it names (a caller's ``parent``
 before the call itself, so that following parents always ends), every text bounded and on one line, every time
 inside the watch.  A row that is not one is left out; a file that is not one is :class:`Unreadable`, with why.
+Its ``wraps`` are a frame's *moves* (see :class:`Watch`): every line change, not only the loops' turns.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from patchkit.attach import channel
 from patchkit.core.confined import Refused
 
 NAME = "watch.json"
-LIMIT = 48 << 20  # the watcher keeps at most 60,000 calls and as many turns: about 10 MiB of JSON
+LIMIT = 48 << 20  # the watcher keeps at most 60,000 calls and as many moves: about 10 MiB of JSON
 NESTING = 3  # {calls: [[code, thread, ...]]}
 TEXT = 4096  # a file name or a qualified name
 MAX_ROWS = 200000
@@ -34,6 +35,8 @@ class Watch(NamedTuple):
     threads: List[str]
     codes: List[Tuple[str, int, str]]  # (file, co_firstlineno, co_qualname)
     calls: List[Tuple[int, int, int, int, float, float]]  # (code, thread, parent, parent_line, start, end)
+    # each move of a frame between two looks in a row: its line changed (forward or back), or stayed while the
+    # call under it is a new one of the same function (from_line == to_line); a loop entered, turned or left
     wraps: List[Tuple[int, float, float, int, int]]  # (call, t_prev, t, from_line, to_line)
     lines: List[Tuple[int, int, int]]  # (code, line, looks): every kept frame of each look
     leaves: List[Tuple[int, int, int]]  # (code, line, looks): the deepest kept frame not in torch

@@ -7,15 +7,17 @@ thread it keeps the frames from the root down to the first one in torch's own fo
 internals and every module call under the outermost are not kept).  A frame object seen again at the next look
 is the same call; a new frame object is a new call (the previous look's frames are held until the next one, so
 no new frame can take an old one's address).  What it notes (:mod:`patchkit.attach.watchread` reads it on the
-attaching side): each call (its function, thread, caller, the caller's line, first and
-last look), each turn of a loop (a frame's line going back, or a new call of the same function under the same
-line), the looks per function and line, and each optimizer step, exactly, through torch's global step hook
-(registered only when the job has imported ``torch.optim``; taken off at the end).
+attaching side): each call (its function, thread, caller, the caller's line, first and last look); each *move*
+(the table ``wraps``) of the deepest frame two looks in a row share, the only one whose line can have changed:
+its line changed, forward or back, or it stayed while the call under it is a new one of the same function (a
+loop entered, turned or left; at most one row per look and thread); the looks per function and line; and each
+optimizer step, exactly, through torch's global step hook (registered only when the job has imported
+``torch.optim``; taken off at the end).
 
 It stops when the shape repeats :data:`REPEATS` times (optimizer steps, or long calls of one function, or turns
-of one loop), when ``seconds`` have passed, when the notes reach their bounds (:data:`MAX_CALLS` calls and as many
-turns: a few MiB), or when the attaching command asks (``detach``) or goes; then it writes ``watch.json`` and the
-status ``watched``.  Never raises into the job.  Standard library only.
+of one loop: a frame's moves back or on one line), when ``seconds`` have passed, when the notes reach their bounds
+(:data:`MAX_CALLS` calls and as many moves: a few MiB), or when the attaching command asks (``detach``) or goes;
+then it writes ``watch.json`` and the status ``watched``.  Never raises into the job.  Standard library only.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ INTERVAL = 0.005  # seconds between two looks, at least
 SHARE = 0.01  # the most of the job's time the looks may take
 REPEATS = 6  # repetitions of one shape that make it clear
 MIN_SECONDS = 2.0
-MAX_CALLS = 60000  # calls noted, and as many turns of loops: about 10 MiB at most
+MAX_CALLS = 60000  # calls noted, and as many moves: about 10 MiB at most
 MAX_MARKERS = 10000
 WATCH = "watch.json"
 
@@ -192,14 +194,15 @@ class Watcher:
             lines = list(o_lines[:q]) + [f.f_lineno or 0 for f in chain[q:]]
             since = list(o_since[:p]) + [n] * (len(chain) - p)
             calls = list(o_calls[:p])
-            if p:
+            if p:  # the deepest frame of both looks: its move, if any (no frame above it can have moved)
                 a, b = o_lines[p - 1], lines[p - 1]
                 if b != a:
                     self.count(o_calls[p - 1], a, n - o_since[p - 1])
                     since[p - 1] = n
-                if b < a or (b == a and p < len(chain) and p < len(o_chain)
-                             and chain[p].f_code is o_chain[p].f_code):
+                again = b == a and p < len(chain) and p < len(o_chain) and chain[p].f_code is o_chain[p].f_code
+                if b != a or again:
                     self.wraps.append([o_calls[p - 1], previous, t, a, b])
+                if b < a or again:  # back, or the same function called anew on one line: a loop turned
                     self.turns[o_calls[p - 1]] = self.turns.get(o_calls[p - 1], 0) + 1
             for i in range(p, len(chain)):
                 f = chain[i]
