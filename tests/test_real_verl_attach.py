@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,11 +37,13 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+import yaml
 
 import attach_helpers
 import realverl
 import verlenv
 from test_real_verl import MICRO, MINI, NOTHING, each_span
+
 
 pytestmark = pytest.mark.skipif(bool(attach_helpers.gdb_missing() or attach_helpers.ptrace_denied()),
                                 reason=attach_helpers.gdb_missing() or attach_helpers.ptrace_denied() or "")
@@ -239,4 +242,45 @@ def test_ctrl_c_mid_window_keeps_the_micro_batches_recorded_so_far_and_the_job_t
         want = {"ProfilerStep#%d" % s: dict(MICRO, optimizer=int(s > 0 and s % 3 == 0)) for s in steps}
         assert held == dict(want, outside=NOTHING), held
     assert [rank for rank, _, _ in job.captures()] == [0, 1]
+    assert realverl.numbers(job.out) == baseline(rounds, tmp_path_factory)
+
+
+def test_auto_finds_the_mini_batch_loop_on_both_ranks_and_records_one_mini_batch_a_span(job, tmp_path_factory):
+    """No recipe: --match --auto watches both ranks (the launcher passed over), finds update_policy's mini-batch
+    loop (one optimizer step each turn), writes its recipe and records the next 3 on each rank."""
+    job.wait_rounds(READY)
+    recipe = job.tmp / "auto-update.yaml"
+    done = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--steps", "3", "--json",
+                             "--save", str(recipe), "profiler.save_path=%s" % job.traces)
+    said = done.stderr
+    assert said.count("judged by each optimizer step") == 2, said  # each rank watched
+    (chosen,) = set(re.findall(r"chosen 1: each turn of the loop at line (\d+) of "
+                               r"DataParallelPPOActor\.update_policy holds exactly one optimizer step", said))
+    assert "its step is" not in said  # the ranks agree
+    statuses = [s for s in json.loads(done.stdout) if s["state"] != "passed over"]
+    assert len(statuses) == 2 and all(s["original_code"] is True for s in statuses), statuses
+    assert [s["captures"][0]["recorded"] for s in statuses] == [[[0, 2]]] * 2
+    rounds = job.finish()
+    assert job.work() == each_span(job.work(), [0, 1, 2], MINI)  # one whole mini-batch a span, nothing outside
+    assert realverl.numbers(job.out) == baseline(rounds, tmp_path_factory)
+    points = yaml.safe_load(recipe.read_text())["points"]
+    assert points == [{"class": "DataParallelPPOActor", "method": "update_policy", "at": "loop_start",
+                       "loop": points[0]["loop"]}] and int(chosen) > 0
+
+
+def test_auto_with_the_micro_batch_loop_picked_records_one_micro_batch_a_span(job, tmp_path_factory):
+    job.wait_rounds(READY)
+    listed = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--dry-run").stderr
+    picks = set(re.findall(r"^ +(\d+) +loop +dp_actor\.py:\d+ +for micro_batch in micro_batches: .*$", listed, re.M))
+    assert len(picks) == 1, listed  # the same number on both ranks
+    done = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--pick", picks.pop(), "--steps",
+                             "2", "--json", "--save", str(job.tmp / "auto-micro.yaml"),
+                             "profiler.save_path=%s" % job.traces)
+    statuses = [s for s in json.loads(done.stdout) if s["state"] != "passed over"]
+    assert [s["captures"][0]["recorded"] for s in statuses] == [[[0, 1]]] * 2, done.stderr
+    rounds = job.finish()
+    for spans in job.work().values():  # one micro-batch's forward and backward a span (the optimizer's step, run
+        assert spans["outside"] == NOTHING  # after a mini-batch's last micro-batch, falls in that one's span)
+        assert [(spans[k]["forward"], spans[k]["backward"]) for k in ("ProfilerStep#0", "ProfilerStep#1")] == \
+            [(1, 1), (1, 1)], spans
     assert realverl.numbers(job.out) == baseline(rounds, tmp_path_factory)
