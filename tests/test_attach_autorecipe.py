@@ -109,7 +109,9 @@ def test_a_loop_of_a_package_s_module_becomes_a_loop_start_step(job, tmp_path, m
     assert recipe["target"]["versions"] == "==1.2.0" and recipe["backend"] == "torch"
     (point,) = recipe["points"]
     assert point == {"class": "Trainer", "method": "fit", "at": "loop_start", "loop": {"iter": "loader"}}
-    assert "patchkit-auto-" not in written.path.read_text()  # no trace of the private copy
+    text = written.path.read_text()
+    assert "patchkit-auto-" not in text  # no trace of the private copy
+    assert text.startswith("# Written by `patchkit attach --auto` from mylab 1.2.0.")
 
 
 def test_a_function_of_the_job_s_script_becomes_a_method_start_step_naming_the_script(job, tmp_path, monkeypatch):

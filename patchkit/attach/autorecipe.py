@@ -172,6 +172,7 @@ def write(candidate, job: JobPath, uid: int, output: Optional[str], backend: Opt
         target = f"{copy}::{recipe_name(candidate.qualname)}"
         rid = Path(output).stem if output else recipe_id(candidate.qualname, ".")
         real_script = Path(os.path.realpath(candidate.file)) if not found.package else None
-        return write_new(rid, [f"{target} {point(target, candidate)}"], None, None, output, backend, real_script)
+        return write_new(rid, [f"{target} {point(target, candidate)}"], None, None, output, backend, real_script,
+                         "patchkit attach --auto")
     finally:
         shutil.rmtree(private, ignore_errors=True)

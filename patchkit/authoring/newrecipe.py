@@ -49,9 +49,11 @@ class _Asked(NamedTuple):
 
 
 def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[str], root: Optional[str],
-              output: Optional[str], backend: Optional[str], script_as: Optional[Path] = None) -> Written:
+              output: Optional[str], backend: Optional[str], script_as: Optional[Path] = None,
+              by: str = "patchkit new") -> Written:
     """Write the recipe ``recipe_id`` to ``output`` (default ``./ID.yaml``); raise without writing on any problem.
-    ``script_as``: the script the recipe names, where the points were read from a copy of it."""
+    ``script_as``: the script the recipe names, where the points were read from a copy of it; ``by``: the command
+    its first line says wrote it."""
     from patchkit.recipe.reader import is_recipe_id
 
     if not is_recipe_id(recipe_id):
@@ -69,7 +71,7 @@ def write_new(recipe_id: str, point_specs: Sequence[str], start_from: Optional[s
         raise RecipeError(f"the points are in {_owner(first)} and {', '.join(others)}; a recipe patches one package "
                           "or one script", hint="write one recipe for each")
     script = _script_path(script_as or first.path, path) if not first.package else ""
-    text, settings = _drafted(recipe_id, asked, start_from, backend, script)
+    text, settings = _drafted(recipe_id, asked, start_from, backend, script, by)
     _check(text, path)
     _write(path, text)
     version_range = settings.recipe.target.versions
@@ -135,7 +137,8 @@ def _asked(spec: str, root: Optional[str]) -> _Asked:
     return _Asked(spec, ref, point, source)
 
 
-def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], backend: Optional[str], script: str):
+def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], backend: Optional[str], script: str,
+             by: str = "patchkit new"):
     """The recipe's text with its example, and its settings, read back by the loader (``script``: the target is
     that script, as the recipe names it)."""
     first = asked[0].ref
@@ -149,7 +152,7 @@ def _drafted(recipe_id: str, asked: List[_Asked], start_from: Optional[str], bac
     version = first.installed.version if first.installed else None
     dist = first.distribution
     what = f"the script {first.path.name}" if script else f"{dist} {version or '(version unknown)'}"
-    origin = (f"Written by `patchkit new` from {what}"
+    origin = (f"Written by `{by}` from {what}"
               + (f", starting from the settings of {base.id}" if base else "") + ".")
     draft = Draft(
         id=recipe_id,
