@@ -103,3 +103,10 @@ def test_ranks_that_disagree_are_said():
     (line,) = auto.agree(other, [0, 0])
     assert line.startswith("pid 2: its step is step line 9, not train line 3")
     assert "not clear" in auto.agree(other, [0, None])[0]
+
+
+def test_the_recipe_is_the_first_clear_process_s():
+    props = [proposal(1, ("a.py", "train", 3), chosen=None), proposal(2, ("a.py", "train", 3))]
+    ordered, index = auto.clear_first(props, [None, 0])
+    assert [p.pid for p in ordered] == [2, 1] and index == [0, None]
+    assert auto.clear_first(props, [None, None]) == (props, [None, None])

@@ -102,3 +102,49 @@ def test_running_finds_this_thread_s_frames_of_a_code():
 
     (frame,) = outer()
     assert frame.f_code is outer.__code__
+
+
+def test_in_a_child_forked_from_the_main_thread_the_trace_is_off_at_once():
+    import os
+
+    SPACE["hits"] = []
+    made, said = [], []
+
+    def install(frame):
+        made.append(live.Live("run_loop", [frame], trigger(), SPACE))
+        made[0].apply()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: what attach's fork guard does, then whether anything still traces it
+            made[0].undo()
+            os.write(write, b"%d %d" % (sys.gettrace() is None, made[0].installed()))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        said.append(os.read(read, 10))
+
+    run_loop(3, install)
+    assert said == [b"1 0"] and sys.gettrace() is None
+
+
+def test_in_a_child_forked_from_another_thread_nothing_waits_for_the_main_thread():
+    import os
+
+    made, said = [], []
+
+    def install(frame):
+        made.append(live.Live("run_loop", [frame], trigger(), SPACE))
+        made[0].apply()
+
+        def fork():
+            pid = os.fork()
+            if pid == 0:  # (waiting for the main thread, undo would give up after live.WAIT still installed)
+                made[0].undo()
+                os._exit(1 if made[0].installed() else 0)
+            said.append(os.waitpid(pid, 0)[1])
+
+        thread = threading.Thread(target=fork)
+        thread.start()
+        thread.join()
+
+    run_loop(3, install)
+    assert said == [0]

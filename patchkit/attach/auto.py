@@ -150,6 +150,14 @@ def chosen(p: Proposal, pick: Optional[int]) -> Tuple[Optional[int], str]:
     return p.found.chosen, p.found.why
 
 
+def clear_first(props: Sequence[Proposal], index: Sequence[Optional[int]]) -> Tuple[List[Proposal],
+                                                                                   List[Optional[int]]]:
+    """The proposals (and their chosen indexes) with the first whose step is clear first: its recipe is written."""
+    clear = [k for k, i in enumerate(index) if i is not None][:1]
+    order = clear + [k for k in range(len(props)) if k not in clear]
+    return [props[k] for k in order], [index[k] for k in order]
+
+
 def agree(props: Sequence[Proposal], index: Sequence[Optional[int]]) -> List[str]:
     """One line for each process whose chosen place differs from the first's (ranks of one job run one step)."""
     if not props or index[0] is None:

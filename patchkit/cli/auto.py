@@ -93,8 +93,10 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
     s.prepare(pass_over=bool(match))
     for p in s.passed:
         say(printable(f"pid {p.pid}: passed over: {p.why}; {printable(p.command)[:120]}"))
+    from patchkit.runtime.attach.watch import REPEATS
+
     say(f"watching {len(s.attached)} process(es) for at most {seconds:g} s (--watch SECONDS), until their step "
-        f"has repeated {6} times; Ctrl-C stops, and nothing of the job's is changed")
+        f"has repeated {REPEATS} times; Ctrl-C stops, and nothing of the job's is changed")
     _interrupts_as_keyboard()
     warm = threading.Thread(target=_warm, name="patchkit-imports", daemon=True)
     warm.start()  # while the job is watched, this command has nothing else to do
@@ -125,6 +127,7 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
                     say(printable(line))
         else:
             say(printable(f"pid {p.pid}: chosen {i + 1}: {why}"))
+    props, index = watching.clear_first(props, index)
     for line in watching.agree(props, index):
         say(printable(line))
     first = props[0]
@@ -138,8 +141,8 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
         raise click.ClickException(f"pid {first.pid}: its files could not be found from /proc: no recipe written")
     written = autorecipe.write(first.found.candidates[index[0]], first.job, first.uid, save,
                                backend or ("npu" if s.watches[first.pid].npu else "torch"))  # what the job imported
-    target = " ".join(f"--pids {','.join(map(str, wanted))}".split()) if wanted else \
-        (f"--match {match!r}" if match else str(pid))
+    target = f"--pids {','.join(map(str, wanted))}" if wanted else f"--match {shlex.quote(match)}" if match else \
+        str(pid)
     say(printable(f"wrote {written.shown}: {written.described[0]}"))
     settings = "".join(f" {shlex.quote(a)}" for a in args)
     say(printable(f"next time, with no watching: patchkit attach {target} {written.shown}{settings} --steps {steps}"))

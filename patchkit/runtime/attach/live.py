@@ -15,6 +15,7 @@ debugger, coverage): it is never replaced.  Standard library only.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -39,7 +40,7 @@ class Live:
                                                   dont_inherit=True))
         self.space = space  # the module's namespace: _patchkit_runtime is in it while attached
         self.prev = {id(f): f.f_lineno for f in self.frames}
-        self.thread = threading.get_ident()
+        self.thread, self.pid = threading.get_ident(), os.getpid()
         self.stopping = False
         self.on = set()
 
@@ -74,12 +75,16 @@ class Live:
             sys.settrace(None)
 
     def undo(self):
-        """Ask the frame to take its trace off at its next line; wait a little for it (not from its own thread)."""
+        """Ask the frame to take its trace off at its next line; wait a little for it (not from its own thread).  In
+        a child forked meanwhile, the frames' thread is there only if it forked: else they never run again."""
         self.stopping = True
         if threading.get_ident() == self.thread:
             for f in self.frames:
                 if id(f) in self.on:
                     self.off(f)
+            return
+        if os.getpid() != self.pid:
+            self.on.clear()
             return
         end = time.monotonic() + WAIT
         while self.on and time.monotonic() < end:
