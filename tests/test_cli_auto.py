@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import auto as cli_auto
+from patchkit.attach import auto
 from patchkit.cli.commands import main
 
 
@@ -21,7 +21,7 @@ def cand(**kw):
 def test_candidates_are_listed_like_points_with_the_chosen_marked():
     found = NS(candidates=(cand(), cand(kind="function", line=5, code="def micro_step(model, micro):", period=0.09,
                                         share=0.6, repeats=24, holds="1/2 of an optimizer step (a micro-batch)")))
-    lines = cli_auto.candidate_lines(found, 0)
+    lines = auto.candidate_lines(found, 0)
     assert lines[0].split() == ["1*", "loop", "train.py:14", "for", "batch", "in", "loader:", "in", "train"]
     assert lines[1].strip() == ("every 200 ms (97% regular), 91% of the time, 12 turns seen; each holds one "
                                 "optimizer step")
@@ -30,14 +30,14 @@ def test_candidates_are_listed_like_points_with_the_chosen_marked():
 
 
 def test_a_long_list_is_cut_and_says_so():
-    found = NS(candidates=tuple(cand(line=i) for i in range(cli_auto.SHOWN + 3)))
-    lines = cli_auto.candidate_lines(found, None)
-    assert len(lines) == 2 * cli_auto.SHOWN + 1 and "3 more" in lines[-1] and not any("*" in ln for ln in lines)
+    found = NS(candidates=tuple(cand(line=i) for i in range(auto.SHOWN + 3)))
+    lines = auto.candidate_lines(found, None)
+    assert len(lines) == 2 * auto.SHOWN + 1 and "3 more" in lines[-1] and not any("*" in ln for ln in lines)
 
 
 def test_where_the_time_went_is_listed_when_no_step_is_clear():
     found = NS(top=(("/job/serve.py", 40, "Server.wait", 0.93),))
-    assert cli_auto.top_lines(found) == ["  93%  serve.py:40  in Server.wait"]
+    assert auto.top_lines(found) == ["  93%  serve.py:40  in Server.wait"]
 
 
 @pytest.mark.parametrize("args,said", [
@@ -49,7 +49,10 @@ def test_where_the_time_went_is_listed_when_no_step_is_clear():
     (["attach", "123", "r.yaml", "--pick", "2"], "go with --auto"),
     (["attach", "123", "--auto", "--root", "/x"], "no --status, --skip-empty or --root"),
     (["attach", "123", "--auto", "--watch", "0.1"], "0.1"),
-    (["attach", "--ray", "auto", "--match", "x", "--auto"], "--auto is not available with --ray"),
+    (["attach", "--ray", "auto", "--auto"], "--ray --auto takes --match TEXT"),
+    (["attach", "--ray", "auto", "--match", "x", "r.yaml", "--auto"], "no PID or RECIPE"),
+    (["attach", "--ray", "auto", "--match", "x", "--auto", "--root", "/x"], "no --status, --pids or --root"),
+    (["attach", "--ray", "auto", "--match", "x", "r.yaml", "--pick", "2"], "go with --auto"),
 ])
 def test_command_lines_refused_before_anything_is_done(tmp_path, monkeypatch, args, said):
     monkeypatch.chdir(tmp_path)

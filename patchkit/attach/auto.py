@@ -12,6 +12,7 @@ read as a stranger's (:func:`patchkit.attach.autorecipe.source`), and :func:`cho
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 
 WATCH_DEFAULT = 30.0  # seconds at most, unless --watch says otherwise
 WATCH_MAX = 600.0
-REQUEST = "patchkit-watch"  # the name a watch takes in this home's records (`attach --status`)
+REQUEST = "patchkit-watch"
+SHOWN = 10  # candidates listed for each process  # the name a watch takes in this home's records (`attach --status`)
 
 
 class Watching(Session):
@@ -148,6 +150,46 @@ def chosen(p: Proposal, pick: Optional[int]) -> Tuple[Optional[int], str]:
             return None, f"--pick {pick}: there are {n} candidate(s)"
         return pick - 1, f"--pick {pick}"
     return p.found.chosen, p.found.why
+
+
+def _seconds(x: float) -> str:
+    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def candidate_lines(found, chosen: Optional[int]) -> List[str]:
+    """The candidates as ``patchkit points`` shows places: number (``*`` the chosen), file:line, the code, the
+    function, how often it repeats, how regularly, its share of the time, the repetitions seen, what each holds."""
+    out = []
+    for i, c in enumerate(found.candidates[:SHOWN]):
+        mark = "*" if i == chosen else " "
+        where = f"{os.path.basename(c.file)}:{c.line}"
+        code = c.code if len(c.code) <= 40 else c.code[:37] + "..."
+        out.append(f"  {i + 1:>2}{mark} {c.kind:<8} {where:<28} {code:<40}  in {c.qualname}")
+        detail = (f"every {_seconds(c.period)} ({c.regularity:.0%} regular), {c.share:.0%} of the time, "
+                  f"{c.repeats} {'turns' if c.kind == 'loop' else 'calls'} seen")
+        out.append(f"       {detail}" + (f"; each holds {c.holds}" if c.holds else ""))
+    if len(found.candidates) > SHOWN:
+        out.append(f"  ... and {len(found.candidates) - SHOWN} more (--pick K takes any of them)")
+    return out
+
+
+def top_lines(found) -> List[str]:
+    return [f"  {share:.0%}  {os.path.basename(file)}:{line}  in {qualname}" for file, line, qualname, share in
+            found.top]
+
+
+def listing(p: Proposal, i: Optional[int], why: str, w: watchread.Watch) -> List[str]:
+    """What one process's watch says: how long it watched, its candidates, the one chosen and why (or why none,
+    with where its time went)."""
+    judged = f", judged by each {p.found.marker}" if p.found.marker else ""
+    out = [f"pid {p.pid}: watched {w.last - w.first:.1f} s ({w.samples} looks, {w.cost:.1%} of its time; stopped: "
+           f"{w.stopped}); {len(p.found.candidates)} candidate(s){judged}:"] + candidate_lines(p.found, i)
+    if i is not None:
+        return out + [f"pid {p.pid}: chosen {i + 1}: {why}"]
+    out.append(f"pid {p.pid}: no step is clear: {why}")
+    if p.found.top:
+        out += ["  where its time went (the innermost frames of the job's own code):"] + top_lines(p.found)
+    return out
 
 
 def clear_first(props: Sequence[Proposal], index: Sequence[Optional[int]]) -> Tuple[List[Proposal],

@@ -62,15 +62,27 @@ def attach(args: Sequence[str], steps: int, pids: Optional[str], match: Optional
 
 def on_every_node(address: str, args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str],
                   show_status: bool, timeout: float, as_json: bool, root: Optional[str], backend: Optional[str],
-                  skip_empty: bool = False, versions=(False, None)) -> None:
+                  skip_empty: bool = False, versions=(False, None), auto: bool = False, seconds=None, pick=None,
+                  dry_run: bool = False, save=None) -> None:
     """``attach --ray``: the ``--match`` session on every alive node, one line per node and per process as each
     node answers; exit 0 only when every node attached at least one process (``--skip-empty``: or matched
-    nothing to attach) and each of them ended with the job's own code back."""
+    nothing to attach) and each of them ended with the job's own code back.  With ``--auto``, every node
+    watches first and the recipe is the first clear step's (:func:`patchkit.cli.auto.on_every_node`)."""
     from patchkit.attach.payload import settings
     from patchkit.cluster import attach as on_nodes
     from patchkit.cluster.ray import ClusterError
 
     args = list(args)
+    if auto:
+        from patchkit.cli.auto import on_every_node as auto_on_nodes
+
+        if show_status or pids or root:
+            raise click.UsageError("--auto finds the job's own files on each node: no --status, --pids or --root")
+        args = auto_on_nodes(address, args, match, timeout, backend, seconds, pick, dry_run, save)
+        if args is None:
+            return
+    elif seconds or pick or dry_run or save:
+        raise click.UsageError("--watch, --pick, --dry-run and --save go with --auto")
     if show_status:
         raise click.UsageError("--status reads this machine's records: run `patchkit attach --status PID` on the node")
     if pids or (args and args[0].isdigit()):
@@ -167,8 +179,7 @@ def _finish(s, as_json: bool) -> None:
 @root_option
 @backend_option
 @version_options
-@ray_option(on_every_node, refuse=("auto", "seconds", "pick", "dry_run", "save"),
-            help="with --match: the same attach on every alive node of this Ray cluster (or auto)")
+@ray_option(on_every_node, help="with --match: the same attach on every alive node of this Ray cluster (or auto)")
 def attach_cmd(args, steps, pids, match, show_status, timeout, as_json, root, backend, skip_empty=False,
                versions=(False, None), auto=False, seconds=None, pick=None, dry_run=False, save=None) -> None:
     """Record the next STEPS steps of a running Python job started without patchkit, then leave it as it was.

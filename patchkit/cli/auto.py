@@ -14,7 +14,6 @@ import click
 from patchkit.core.printable import printable
 
 say = partial(click.echo, err=True)
-SHOWN = 10  # candidates listed for each process
 
 
 def _said(a) -> None:
@@ -25,32 +24,6 @@ def _said(a) -> None:
     if a.state == "watched":
         return None
     say(printable(process_line(a.pid, a.state, a.status)))
-
-
-def _seconds(x: float) -> str:
-    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
-
-
-def candidate_lines(found, chosen: Optional[int]) -> List[str]:
-    """The candidates as ``patchkit points`` shows places: number (``*`` the chosen), file:line, the code, the
-    function, how often it repeats, how regularly, its share of the time, the repetitions seen, what each holds."""
-    out = []
-    for i, c in enumerate(found.candidates[:SHOWN]):
-        mark = "*" if i == chosen else " "
-        where = f"{os.path.basename(c.file)}:{c.line}"
-        code = c.code if len(c.code) <= 40 else c.code[:37] + "..."
-        out.append(f"  {i + 1:>2}{mark} {c.kind:<8} {where:<28} {code:<40}  in {c.qualname}")
-        detail = (f"every {_seconds(c.period)} ({c.regularity:.0%} regular), {c.share:.0%} of the time, "
-                  f"{c.repeats} {'turns' if c.kind == 'loop' else 'calls'} seen")
-        out.append(f"       {detail}" + (f"; each holds {c.holds}" if c.holds else ""))
-    if len(found.candidates) > SHOWN:
-        out.append(f"  ... and {len(found.candidates) - SHOWN} more (--pick K takes any of them)")
-    return out
-
-
-def top_lines(found) -> List[str]:
-    return [f"  {share:.0%}  {os.path.basename(file)}:{line}  in {qualname}" for file, line, qualname, share in
-            found.top]
 
 
 def _warm() -> None:
@@ -112,21 +85,8 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
     for p in props:
         i, why = watching.chosen(p, pick)
         index.append(i)
-        w = s.watches[p.pid]
-        say(printable(f"pid {p.pid}: watched {w.last - w.first:.1f} s ({w.samples} looks, {w.cost:.1%} of its time; "
-                      f"stopped: {w.stopped}); " + (f"{len(p.found.candidates)} candidate(s), judged by each "
-                                                    f"{p.found.marker}:" if p.found.marker else
-                                                    f"{len(p.found.candidates)} candidate(s):")))
-        for line in candidate_lines(p.found, i):
+        for line in watching.listing(p, i, why, s.watches[p.pid]):
             say(printable(line))
-        if i is None:
-            say(printable(f"pid {p.pid}: no step is clear: {why}"))
-            if p.found.top:
-                say("  where its time went (the innermost frames of the job's own code):")
-                for line in top_lines(p.found):
-                    say(printable(line))
-        else:
-            say(printable(f"pid {p.pid}: chosen {i + 1}: {why}"))
     props, index = watching.clear_first(props, index)
     for line in watching.agree(props, index):
         say(printable(line))
@@ -150,3 +110,50 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
         say("--dry-run: nothing recorded")
         return None
     return ([str(pid)] if pid is not None else []) + [written.shown] + args
+
+
+def on_every_node(address: str, args: Sequence[str], match: Optional[str], timeout: float, backend: Optional[str],
+                  seconds: Optional[float], pick: Optional[int], dry_run: bool,
+                  save: Optional[str]) -> Optional[List[str]]:
+    """``attach --ray ADDRESS --match TEXT --auto``: every node watches its own processes and lists what it found;
+    the first node whose step is clear writes the recipe from its job's files, which is saved here (``--save``, or
+    ``./auto-<function>.yaml``) and attached on every node, as ``--ray`` attaches a recipe; the arguments of that
+    attach (None: --dry-run, or interrupted)."""
+    from patchkit.attach.process import machine
+    from patchkit.cluster import autowatch
+
+    args = list(args)
+    named = [a for a in args if "=" not in a]
+    if named or not match:
+        raise click.UsageError("--ray --auto takes --match TEXT and KEY=VALUE settings, no PID or RECIPE")
+    if save and (not save.endswith(".yaml") or os.path.lexists(save)):
+        raise click.UsageError(f"--save {save}: a new .yaml file (patchkit never replaces a recipe file)")
+    job = {"match": match, "seconds": 30.0 if seconds is None else seconds, "pick": pick, "backend": backend,
+           "driver": os.getpid(), "machine": machine(), "name": os.path.basename(save)[:-5] if save else None}
+    say(printable(f"asking every node to watch each process whose command line holds {match!r} (at most "
+                  f"{job['seconds']:g} s); nothing of any job changes"))
+    answers, stopped = autowatch.watch_every_node(address, job)
+    for node, a in answers:
+        say(printable(f"{node}  {a['state']}"))
+        for line in a["lines"]:
+            say(printable(f"{node}  {line}"))
+    if stopped:
+        say("interrupted: each node's watchers were asked out; nothing of any job changed")
+        sys.exit(130)
+    found = [(node, a) for node, a in answers if a["state"] == autowatch.FOUND and a["recipe"]]
+    if not found:
+        raise click.ClickException("no node found a step to record: nothing was changed in any job")
+    if dry_run and not save:
+        say("--dry-run: nothing written, nothing recorded (--save FILE writes the recipe)")
+        return None
+    node, a = found[0]
+    path = save or f"{a['name'] or 'auto-step'}.yaml"
+    if os.path.lexists(path):
+        raise click.ClickException(f"{path} exists (patchkit never replaces a recipe file): pass --save FILE")
+    why = autowatch.taken(a["recipe"], path)
+    if why:
+        raise click.ClickException(f"the recipe node {node} wrote is not taken: {why}")
+    settings = "".join(f" {shlex.quote(x)}" for x in args)
+    say(printable(f"wrote {path} (from node {node}); next time, with no watching: patchkit attach --ray {address} "
+                  f"--match {shlex.quote(match)} {path}{settings}"))
+    return None if dry_run else [path] + args
