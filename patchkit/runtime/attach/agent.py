@@ -5,7 +5,9 @@ its file is the one planned (sha256) and the one the job loaded (every function 
 compiled afresh; a compiled copy, when there is one, records the file's size and time), each target is
 found alive and its instrumented twin has the same free variables.  Then it configures the runtime for the
 recipe (fresh: a recipe attached before starts again), puts ``_patchkit_runtime`` in the module's namespace,
-swaps the code objects (:mod:`patchkit.runtime.attach.swap`) and puts the recipe's decorators (``on_exit``, a range
+swaps the code objects (:mod:`patchkit.runtime.attach.swap`; a call of a target running on this thread keeps its
+own code, and takes the recipe's statements from a line trace on its frame: :mod:`patchkit.runtime.attach.live`)
+and puts the recipe's decorators (``on_exit``, a range
 around a method) where the job holds each decorated function (:mod:`patchkit.runtime.attach.decorate`).  A refusal or a
 failure is written to the channel and said in one line on stderr; the job runs on with its own code.
 
@@ -16,7 +18,8 @@ channel goes (the attaching command ended), it swaps the originals back, and rem
 no function has instrumented code and no frame runs it (:func:`~patchkit.runtime.attach.swap.put_back`); else it stays.
 A detach asked mid-window ends the capture at its next step, in its own thread, so the window is flushed
 (:func:`patchkit.runtime.close`).  A child forked while attached gets the job's
-own code back and records nothing (:mod:`patchkit.runtime.attach.fork`).  Standard library only.
+own code back and records nothing (:mod:`patchkit.runtime.attach.fork`).  A request to watch (``attach --auto``)
+starts :mod:`patchkit.runtime.attach.watch` instead, and changes nothing.  Standard library only.
 """
 
 from __future__ import annotations
