@@ -271,8 +271,13 @@ def test_auto_finds_the_mini_batch_loop_on_both_ranks_and_records_one_mini_batch
 def test_auto_with_the_micro_batch_loop_picked_records_one_micro_batch_a_span(job, tmp_path_factory):
     job.wait_rounds(READY)
     listed = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--dry-run").stderr
-    picks = set(re.findall(r"^ +(\d+) +loop +dp_actor\.py:\d+ +for micro_batch in micro_batches: .*$", listed, re.M))
-    assert len(picks) == 1, listed  # the same number on both ranks
+    # the micro-batch loop where its turns are far enough apart for the looks to tell them apart, else the forward
+    # of each micro-batch (a span from one forward to the next holds that micro-batch's forward and backward)
+    micro = r"^ +(\d+) +(?:loop +dp_actor\.py:\d+ +for micro_batch in micro_batches:|function +dp_actor\.py:\d+ +def " \
+            r"_forward_micro_batch\().*$"
+    ranks = re.split(r"^pid \d+: watched ", listed, flags=re.M)[1:]
+    picks = re.findall(micro, ranks[0], re.M)[:1]  # the recipe is the first rank's pick (the other's is said)
+    assert len(ranks) == 2 and picks, listed
     done = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--pick", picks.pop(), "--steps",
                              "2", "--json", "--save", str(job.tmp / "auto-micro.yaml"),
                              "profiler.save_path=%s" % job.traces)
