@@ -167,3 +167,18 @@ def test_a_framework_s_trainer_records_one_optimizer_step_a_span(kind, tmp_path,
                        autojobs.SCRIPTS["hf"], "--steps", "8", "--journal", tmp_path / "r.log", "--stop",
                        tmp_path / "r.stop", env={"PYTHONPATH": f"{site}{os.pathsep}{REPO}", "OMP_NUM_THREADS": "1"})
         assert [c.get(autojobs.OPTIMIZER) for c in spans(tmp_path, written(done).stem)] == [1, 1, 1], ran.stderr
+
+
+def test_an_idle_job_has_no_clear_step_nothing_is_written_or_changed_and_it_says_where_its_time_went(tmp_path):
+    idle = tmp_path / "idle.py"
+    idle.write_text("import time\n\n\ndef wait():\n    while True:\n        time.sleep(5)\n\n\nwait()\n")
+    proc = subprocess.Popen([sys.executable, str(idle)], stderr=subprocess.PIPE, text=True)
+    try:
+        done = patchkit(tmp_path, "attach", proc.pid, "--auto", "--watch", "2", code=1)
+        assert "no step is clear: no function or loop repeated 3 times in" in done.stderr
+        assert re.search(r"^  100%  idle\.py:6  in wait$", done.stderr, re.M), done.stderr
+        assert "error: no step to record: nothing was changed in the job\n  hint: watch longer" in done.stderr
+        assert list(tmp_path.glob("*.yaml")) == [] and proc.poll() is None
+    finally:
+        proc.kill()
+        assert proc.communicate()[1] == ""  # nothing on the job's stderr: it was only looked at

@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence
 
 import click
 
+from patchkit.attach.process import AttachError
 from patchkit.core.printable import printable
 
 say = partial(click.echo, err=True)
@@ -80,7 +81,8 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
         say(printable(f"pid {p_id}: its watch is unreadable: {why}"))
     props = watching.found(s)
     if not props:
-        raise click.ClickException("no process answered with what it saw; nothing recorded")
+        raise AttachError("no process answered with what it saw; nothing recorded", None,
+                          "each process's line above says why; attach again")
     index = []
     for p in props:
         i, why = watching.chosen(p, pick)
@@ -92,13 +94,15 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
         say(printable(line))
     first = props[0]
     if index[0] is None:
-        raise click.ClickException("no step to record: nothing was changed in the job; attach with a recipe of your "
-                                   "own (`patchkit points` shows a function's places), or watch longer (--watch)")
+        raise AttachError("no step to record: nothing was changed in the job", None,
+                          "watch longer (--watch SECONDS), or attach with a recipe of your own (`patchkit points` "
+                          "shows a function's places)")
     if dry_run and not save:
         say("--dry-run: nothing written, nothing recorded (--save FILE writes the recipe)")
         return None
     if first.job is None:
-        raise click.ClickException(f"pid {first.pid}: its files could not be found from /proc: no recipe written")
+        raise AttachError(f"pid {first.pid}: its files could not be found from /proc: no recipe written", None,
+                          "write the recipe with `patchkit new` from the candidate listed above")
     written = autorecipe.write(first.found.candidates[index[0]], first.job, first.uid, save,
                                backend or ("npu" if s.watches[first.pid].npu else "torch"))  # what the job imported
     target = f"--pids {','.join(map(str, wanted))}" if wanted else f"--match {shlex.quote(match)}" if match else \
@@ -142,17 +146,19 @@ def on_every_node(address: str, args: Sequence[str], match: Optional[str], timeo
         sys.exit(130)
     found = [(node, a) for node, a in answers if a["state"] == autowatch.FOUND and a["recipe"]]
     if not found:
-        raise click.ClickException("no node found a step to record: nothing was changed in any job")
+        raise AttachError("no node found a step to record: nothing was changed in any job", None,
+                          "each node's lines above say what it saw; watch longer (--watch SECONDS)")
     if dry_run and not save:
         say("--dry-run: nothing written, nothing recorded (--save FILE writes the recipe)")
         return None
     node, a = found[0]
     path = save or f"{a['name'] or 'auto-step'}.yaml"
     if os.path.lexists(path):
-        raise click.ClickException(f"{path} exists (patchkit never replaces a recipe file): pass --save FILE")
+        raise AttachError(f"{path} exists: patchkit never replaces a recipe file", None, "pass --save FILE")
     why = autowatch.taken(a["recipe"], path)
     if why:
-        raise click.ClickException(f"the recipe node {node} wrote is not taken: {why}")
+        raise AttachError(f"the recipe node {node} wrote is not taken: {why}", None,
+                          "check that node's patchkit (the same version on every node)")
     settings = "".join(f" {shlex.quote(x)}" for x in args)
     say(printable(f"wrote {path} (from node {node}); next time, with no watching: patchkit attach --ray {address} "
                   f"--match {shlex.quote(match)} {path}{settings}"))
