@@ -7,7 +7,8 @@ folder and channel) with a request to watch instead of a recipe: the agent start
 (:mod:`patchkit.attach.watchread`) before the folders go; an interrupt asks every watcher out and exits as
 attach does.  :func:`found` finds each process's step (:mod:`patchkit.attach.stepfind`) on the job's own files,
 read as a stranger's (:func:`patchkit.attach.autorecipe.source`), and :func:`chosen` the candidate to record:
-``--pick K``, or the one found.
+``--pick K``, or the one found; :func:`listing` says it all, one line each; :func:`clear_first` puts the process
+whose recipe is written first, and :func:`agree` says each process whose step differs from its.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
     from patchkit.attach import stepfind
 
 WATCH_DEFAULT = 30.0  # seconds at most, unless --watch says otherwise
-WATCH_MAX = 600.0
-REQUEST = "patchkit-watch"
-SHOWN = 10  # candidates listed for each process  # the name a watch takes in this home's records (`attach --status`)
+REQUEST = "patchkit-watch"  # the name a watch takes in this home's records (`attach --status`)
+SHOWN = 10  # candidates listed for each process
 
 
 class Watching(Session):
