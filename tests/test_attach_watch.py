@@ -128,3 +128,27 @@ def test_the_time_limit_stops_it_when_nothing_repeats():
     data = channel.files[watch.WATCH]
     assert data["stopped"] == "time" and data["markers"] == [] and data["last"] >= 0.5
     assert w.hook is None
+
+
+def test_one_costly_look_does_not_space_the_next_ones_out(monkeypatch):
+    """A look that ran a garbage collection of the whole job is charged its time: the next looks are spaced by
+    the median of the last few, and never more than LONGEST apart (else one such look put the next 18 s away)."""
+    channel, slept, looks = Channel(), [], []
+    w = watch.Watcher(channel, {"pid": 1}, 60, 10 ** 9)
+    real_look = w.look
+
+    def look(me):
+        looks.append(me)
+        if len(looks) == 3:
+            end = time.thread_time() + 0.3  # 0.3 s of CPU: 30 s apart at 1%, were it counted alone
+            while time.thread_time() < end:
+                pass
+        real_look(me)
+        if len(looks) == 12:
+            w.seconds = 0.0  # stop at the next check
+
+    monkeypatch.setattr(w, "look", look)
+    monkeypatch.setattr(watch.time, "sleep", lambda s: slept.append(s))
+    w.run()
+    assert len(looks) == 12 and len(slept) == 11
+    assert max(slept) < 0.3 / watch.SHARE and max(slept) <= watch.LONGEST

@@ -1,8 +1,9 @@
 """In the job: what ``patchkit attach --auto`` runs there to find the step, changing none of the job's code.
 
 :func:`start` (the main thread, from :func:`patchkit.runtime.attach.agent.attach`) starts a daemon thread that looks
-at every other thread's stack (``sys._current_frames()``) every :data:`INTERVAL` seconds, or less often when one
-look costs more than :data:`SHARE` of the time: the job's compute is not slowed by more than that.  For each
+at every other thread's stack (``sys._current_frames()``) every :data:`INTERVAL` seconds, or less often when a
+look costs more than :data:`SHARE` of the time (the median of the last few: a look that happened to run the job's
+garbage collection does not space the next ones out): the job's compute is not slowed by more than that.  For each
 thread it keeps the frames from the root down to the first one in torch's own folder (the ``cutoff``: torch's
 internals and every module call under the outermost are not kept).  A frame object seen again at the next look
 is the same call; a new frame object is a new call (the previous look's frames are held until the next one, so
@@ -28,7 +29,9 @@ import threading
 import time
 
 INTERVAL = 0.005  # seconds between two looks, at least
-SHARE = 0.01  # the most of the job's time the looks may take
+SHARE = 0.01  # the most of the job's time the looks may take (the median of the last SPREAD looks' cost)
+SPREAD = 15
+LONGEST = 0.25  # seconds between two looks, at most
 REPEATS = 6  # repetitions of one shape that make it clear
 MIN_SECONDS = 2.0
 MAX_CALLS = 60000  # calls noted, and as many moves: about 10 MiB at most
@@ -88,13 +91,16 @@ class Watcher:
 
     def watch(self):
         me, told = threading.get_ident(), 0.0
+        recent = []
         while not self.stopped:
             began = time.thread_time()  # this thread's own time: not the waits for the GIL a busy job makes
             with self.lock:
                 self.look(me)
             cost = time.thread_time() - began
             self.spent += cost
-            self.interval = max(INTERVAL, cost / SHARE)
+            # the median: a look that ran a garbage collection of the whole job (charged to it) spaces no others out
+            recent = (recent + [cost])[-SPREAD:]
+            self.interval = min(LONGEST, max(INTERVAL, sorted(recent)[len(recent) // 2] / SHARE))
             if self.last - told > 1.0:
                 told = self.last
                 self.report("watching")
