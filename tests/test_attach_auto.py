@@ -86,14 +86,28 @@ def test_an_interrupt_asks_the_watcher_out(job, monkeypatch):
 
 
 def proposal(pid, *candidates, chosen=0):
-    found = NS(candidates=tuple(NS(file=f, qualname=q, line=n) for f, q, n in candidates), chosen=chosen, why="w")
+    found = NS(candidates=tuple(NS(file=c[0], qualname=c[1], line=c[2], kind=(c[3:] or ("function",))[0])
+                                for c in candidates), chosen=chosen, why="w")
     return auto.Proposal(pid, found, None, 0)
 
 
 def test_pick_takes_another_candidate_and_says_when_there_is_none():
     p = proposal(1, ("a.py", "train", 3), ("a.py", "step", 9))
-    assert auto.chosen(p, None) == (0, "w") and auto.chosen(p, 2) == (1, "--pick 2")
-    assert auto.chosen(p, 3) == (None, "--pick 3: there are 2 candidate(s)")
+    assert auto.chosen(p, None) == (0, "w") and auto.chosen(p, "2") == (1, "--pick 2")
+    assert auto.chosen(p, "3") == (None, "--pick 3: there are 2 candidate(s)")
+
+
+def test_pick_names_a_candidate_by_its_place_or_its_function_which_hold_across_watches():
+    p = proposal(1, ("/job/a.py", "train", 3, "loop"), ("/job/a.py", "Trainer.micro_step", 9),
+                 ("/job/sub/a.py", "Trainer.micro_step", 9), ("/job/b.py", "train", 7))
+    assert auto.chosen(p, "a.py:9") == (1, "--pick a.py:9")  # the first listed of those at that place
+    assert auto.chosen(p, "sub/a.py:9")[0] == 2 and auto.chosen(p, "/job/sub/a.py:9")[0] == 2
+    assert auto.chosen(p, "a.py:3")[0] == 0 and auto.chosen(p, "b.py:7")[0] == 3
+    assert auto.chosen(p, "micro_step")[0] == 1 and auto.chosen(p, "Trainer.micro_step")[0] == 1
+    assert auto.chosen(p, "train")[0] == 3  # a name is a function's: the loop in train is named by its place
+    for nothing in ("a.py:4", "c.py:3", "ub/a.py:9", "Trainer", "rainer.micro_step", "a.py:", ":9"):
+        i, why = auto.chosen(p, nothing)
+        assert i is None and why.startswith(f"--pick {nothing}: no candidate of this watch"), nothing
 
 
 def test_ranks_that_disagree_are_said():

@@ -128,10 +128,10 @@ def test_a_micro_batch_picked_holds_one_forward_and_one_backward(tmp_path, jobs)
     jobs.append(job)
     job.wait_steps(3)
     listed = patchkit(tmp_path, "attach", job.pid, "--auto", "--dry-run")
-    (k,) = re.findall(r"^ +(\d+) +function +auto_nested_job\.py:\d+ .* in micro_step$", listed.stderr, re.M)
+    (place,) = re.findall(r"^ +\d+ +function +(auto_nested_job\.py:\d+) .* in micro_step$", listed.stderr, re.M)
     assert "1/2 of an optimizer step (a micro-batch: 2 per step)" in listed.stderr
-    done = patchkit(tmp_path, "attach", job.pid, "--auto", "--pick", k, "--steps", "3")
-    assert f"chosen {k}: --pick {k}" in done.stderr
+    done = patchkit(tmp_path, "attach", job.pid, "--auto", "--pick", place, "--steps", "3")  # (a number is
+    assert re.search(rf"^pid \d+: chosen \d+: --pick {place}$", done.stderr, re.M)  # this watch's listing's only)
     held = spans(tmp_path, "auto-micro-step")  # (the optimizer's step, between two micro-batches, falls in one)
     assert [(c["job-forward"], c["job-backward"]) for c in held] == [(1, 1)] * 3
     only_ours(job.finish()[1])
@@ -154,6 +154,7 @@ def test_a_framework_s_trainer_records_one_optimizer_step_a_span(kind, tmp_path,
     job.wait_steps(3, timeout=300)
     done = patchkit(tmp_path, "attach", job.pid, "--auto", "--steps", "3")
     assert [c.get(autojobs.OPTIMIZER) for c in spans(tmp_path, written(done).stem)] == [1, 1, 1], done.stderr
+    assert "call-lightning-module-hook" not in written(done).name, done.stderr  # Lightning's runner of every hook
     only_ours(job.finish()[1])
     if kind == "hf":  # a package's recipe: run takes it as it is
         import frameworksenv

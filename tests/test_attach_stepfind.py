@@ -491,7 +491,7 @@ def test_a_loop_of_one_statement_turns_on_the_same_line():
     main = [w for w in watch.wraps if watch.codes[watch.calls[w[0]][0]][2] == "main"]
     assert main and all(a == b == job.tags["call"] for _, _, _, a, b in main)  # train_step's moves are forward
     found = find(watch, job.source_of)
-    loop, function = found.candidates
+    function, loop = found.candidates  # as wide as each other: the innermost first
     assert found.chosen == 0 and (loop.kind, loop.line, function.qualname) == ("loop", job.tags["loop"], "train_step")
     assert loop.role == function.role == "step" and loop.repeats == 10 and function.repeats == 10
     assert loop.share == function.share == 1.0 and loop.period == function.period == pytest.approx(0.045)
@@ -683,3 +683,89 @@ def test_a_loop_entered_anew_for_each_of_its_turns_has_no_complete_one():
     assert [(c.kind, c.line, c.role) for c in found.candidates] == [
         ("loop", job.tags["batch"], "step"), ("function", 12, "")]  # called once a step, the step after it
     assert found.chosen == 0 and found.candidates[0].repeats == 3 * 6 - 1
+
+
+HOOKS = '''\
+import torch
+
+
+def call_hook(name, *args):
+    prepare(name)  # @prepare
+    return getattr(module, name)(*args)  # @dispatch
+
+
+def optimizer_step(batch):
+    out = model(batch)  # @fwd
+    out.backward()  # @bwd
+    opt.step()  # @ostep
+
+
+def on_train_batch_start():
+    log()  # @hook_body
+
+
+for batch in loader:  # @loop
+    call_hook("on_train_batch_start")  # @start
+    call_hook("optimizer_step", batch)  # @hook
+'''
+
+
+@pytest.mark.parametrize("other_hooks_seen", [True, False])
+def test_of_a_chain_of_calls_each_holding_the_step_the_innermost_is_chosen_not_the_dispatcher(other_hooks_seen):
+    """Lightning's shape: a generic ``call_hook`` runs every hook, the optimizer's among them; each call of it that
+    runs the optimizer's holds one step and covers a little more than that hook, but a recipe at its start would
+    make every hook a step."""
+    job = Job(HOOKS)
+    with job.call("<module>"):
+        for k in range(20):
+            job.load("loop", 0.010)
+            with job.call("call_hook", at="start"):
+                job.run("prepare", 0.0001)
+                with job.call("on_train_batch_start", at="dispatch"):  # seen once, or never
+                    job.run("hook_body", 0.012 if other_hooks_seen and k == 7 else 0.0001)
+            with job.call("call_hook", at="hook"):
+                job.run("prepare", 0.0005)
+                with job.call("optimizer_step", at="dispatch"):
+                    job.forward("fwd", 0.020)
+                    job.run("bwd", 0.030)
+                    job.step("ostep")
+    found = find(job.watch(), job.source_of)
+    hook, step = by(found, "function", 4), by(found, "function", 9)
+    assert hook.role == step.role == "step" and hook.share > step.share  # both hold one; the dispatcher is wider
+    assert found.candidates[found.chosen] == step and found.chosen == 0, found.why
+    assert found.why.startswith("each call of optimizer_step holds exactly one optimizer step")
+
+
+def test_a_step_candidate_much_wider_than_an_inner_one_is_still_chosen():
+    """The innermost wins only among those covering about as much: a loop's turn that loads its batch (a sixth of
+    the step) over the step function it calls."""
+    job = Job(STEP_LOOP)
+    with job.call("<module>"), job.call("train", at="main"):
+        for _ in range(20):
+            job.load("loop", 0.012)
+            with job.call("train_step", at="call"):
+                job.forward("fwd", 0.020)
+                job.run("bwd", 0.030)
+                job.step("ostep")
+    found = find(job.watch(), job.source_of)
+    best = found.candidates[found.chosen]
+    assert (best.kind, best.qualname) == ("loop", "train") and best.share - by(found, "function", 9).share > 0.1
+
+
+STEP_LOOP = '''\
+import torch
+
+
+def train(loader):
+    for batch in loader:  # @loop
+        train_step(batch)  # @call
+
+
+def train_step(batch):
+    out = model(batch)  # @fwd
+    out.backward()  # @bwd
+    opt.step()  # @ostep
+
+
+train(loader)  # @main
+'''

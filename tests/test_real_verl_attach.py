@@ -273,10 +273,10 @@ def test_auto_with_the_micro_batch_loop_picked_records_one_micro_batch_a_span(jo
     listed = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--dry-run").stderr
     # the micro-batch loop where its turns are far enough apart for the looks to tell them apart, else the forward
     # of each micro-batch (a span from one forward to the next holds that micro-batch's forward and backward)
-    micro = r"^ +(\d+) +(?:loop +dp_actor\.py:\d+ +for micro_batch in micro_batches:|function +dp_actor\.py:\d+ +def " \
-            r"_forward_micro_batch\().*$"
+    micro = r"^ +\d+ +(?:loop +(dp_actor\.py:\d+) +for micro_batch in micro_batches:|function +(dp_actor\.py:\d+) " \
+            r"+def _forward_micro_batch\().*$"  # picked by its place: the numbers are one watch's listing's only
     ranks = re.split(r"^pid \d+: watched ", listed, flags=re.M)[1:]
-    picks = re.findall(micro, ranks[0], re.M)[:1]  # the recipe is the first rank's pick (the other's is said)
+    picks = ["".join(m) for m in re.findall(micro, ranks[0], re.M)][:1]  # the first rank's (the other's is said)
     assert len(ranks) == 2 and picks, listed
     done = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--pick", picks.pop(), "--steps",
                              "2", "--json", "--save", str(job.tmp / "auto-micro.yaml"),

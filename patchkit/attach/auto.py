@@ -7,7 +7,7 @@ folder and channel) with a request to watch instead of a recipe: the agent start
 (:mod:`patchkit.attach.watchread`) before the folders go; an interrupt asks every watcher out and exits as
 attach does.  :func:`found` finds each process's step (:mod:`patchkit.attach.stepfind`) on the job's own files,
 read as a stranger's (:func:`patchkit.attach.autorecipe.source`), and :func:`chosen` the candidate to record:
-``--pick K``, or the one found; :func:`listing` says it all, one line each; :func:`clear_first` puts the process
+``--pick`` (a number, a place or a function's name), or the one found; :func:`listing` says it all, one line each; :func:`clear_first` puts the process
 whose recipe is written first, and :func:`agree` says each process whose step differs from its.
 """
 
@@ -142,14 +142,30 @@ def _firstline(w: watchread.Watch, c) -> int:
     return next((n for f, n, q in w.codes if f == c.file and q == c.qualname and n <= c.line), c.line)
 
 
-def chosen(p: Proposal, pick: Optional[int]) -> Tuple[Optional[int], str]:
-    """(the index of the candidate to record, why); None when there is none (``pick`` out of range: said)."""
-    n = len(p.found.candidates)
-    if pick is not None:
-        if not 1 <= pick <= n:
-            return None, f"--pick {pick}: there are {n} candidate(s)"
-        return pick - 1, f"--pick {pick}"
-    return p.found.chosen, p.found.why
+def chosen(p: Proposal, pick: Optional[str]) -> Tuple[Optional[int], str]:
+    """(the index of the candidate to record, why); None when there is none (``pick`` matching none: said).
+
+    ``pick`` is a number of this listing (``K``), or what holds across watches: a place as listed
+    (``FILE:LINE``, the file by its name or the end of its path) or a function's name (``micro_step``,
+    ``Trainer.step``)."""
+    cands = p.found.candidates
+    if pick is None:
+        return p.found.chosen, p.found.why
+    if pick.isdigit():
+        if not 1 <= int(pick) <= len(cands):
+            return None, f"--pick {pick}: there are {len(cands)} candidate(s)"
+        return int(pick) - 1, f"--pick {pick}"
+    file, _, line = pick.rpartition(":")
+    if file and line.isdigit():
+        hits = [i for i, c in enumerate(cands) if c.line == int(line) and
+                (c.file == file or c.file.endswith("/" + file.lstrip("/")))]
+    else:
+        hits = [i for i, c in enumerate(cands) if c.kind == "function" and
+                (c.qualname == pick or c.qualname.endswith("." + pick))]
+    if not hits:
+        return None, (f"--pick {pick}: no candidate of this watch is at that place or has that name (a number, "
+                      f"FILE:LINE or a function's name, as listed)")
+    return hits[0], f"--pick {pick}"
 
 
 def _seconds(x: float) -> str:
@@ -169,7 +185,7 @@ def candidate_lines(found, chosen: Optional[int]) -> List[str]:
                   f"{c.repeats} {'turns' if c.kind == 'loop' else 'calls'} seen")
         out.append(f"       {detail}" + (f"; each holds {c.holds}" if c.holds else ""))
     if len(found.candidates) > SHOWN:
-        out.append(f"  ... and {len(found.candidates) - SHOWN} more (--pick K takes any of them)")
+        out.append(f"  ... and {len(found.candidates) - SHOWN} more (--pick K or FILE:LINE takes any of them)")
     return out
 
 

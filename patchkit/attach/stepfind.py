@@ -16,7 +16,11 @@ job's files (``source_of``: the caller's checked reader, ``None`` for a file not
   calls of ``torch/nn/modules/module.py``); each marker is in the repetition its chain of parent calls leads to
   (an optimizer step is also where its frames were at its time: one run wholly between two looks is not missed);
 - the step is a candidate each of whose repetitions holds exactly one marker (of those, the one that covers the
-  most of the job's time: a loop's turn loading its batch over a helper it calls); the others are ``inner``
+  most of the job's time: a loop's turn loading its batch over a helper it calls; of those that cover about as
+  much, within :data:`NEAR`, one whose every repetition held one, then the innermost: a chain of calls that each
+  hold the step, as Lightning's ``_call_lightning_module_hook`` → ``LightningModule.optimizer_step`` → ... →
+  ``Precision.optimizer_step``, starts with the generic ones, which are called for other things too, a step each
+  time); the others are ``inner``
   (micro-batches, a helper called per micro-batch: as many per step as were seen start per marker) or ``outer``
   (epochs);
 - with no marker, the candidate that covers the most of the time most regularly is chosen, when clear enough
@@ -37,6 +41,7 @@ from patchkit.attach.steploops import Sources, moved, turn_index, turns, with_ma
 from patchkit.attach.stepwatch import Checked, markers, marks
 
 MOST = 20  # candidates listed
+NEAR = 0.05  # step candidates covering within this share of the job's time of the widest one cover the same step
 
 
 class Candidate(NamedTuple):
@@ -192,8 +197,16 @@ def find(watch: Any, source_of: Callable[[str], Optional[str]]) -> Found:
         found.append((Candidate(rep.kind, file, qualname, rep.line, sources.line(file, rep.line),
                                 w.threads[rep.thread], len(held), round(period, 6), round(regular, 4),
                                 round(rep.share, 4), per_step, holds, role),
-                      held.count(1)))
+                      held.count(1), _depth(w, rep)))
     return _choose(w, marker, len(times), step, found)
+
+
+def _depth(w: Checked, rep: _Rep) -> float:
+    """How deep the candidate's frames are (the median of its calls' chains; a loop half a frame below its
+    function's)."""
+    if rep.kind == "function":
+        return _median([len(w.chain(c)) for c in rep.counts])
+    return _median([len(w.chain(key[0])) for key in rep.counts]) + 0.5
 
 
 def _role(marker: str, per_step: Optional[float], held: List[int], part: float, each: float) -> Tuple[str, str]:
@@ -217,15 +230,22 @@ def _role(marker: str, per_step: Optional[float], held: List[int], part: float, 
 ORDER = {"step": 0, "inner": 1, "outer": 2, "": 3}
 
 
-def _choose(w: Checked, marker: str, n: int, step: Optional[float], found: List[Tuple[Candidate, int]]) -> Found:
-    """Ranks the candidates (``found``: each with how many of its repetitions hold exactly one marker), chooses."""
+def _choose(w: Checked, marker: str, n: int, step: Optional[float],
+            found: List[Tuple[Candidate, int, float]]) -> Found:
+    """Ranks the candidates (``found``: each with how many of its repetitions hold exactly one marker, and how
+    deep it is), chooses."""
     if marker:
         found.sort(key=lambda f: (ORDER[f[0].role], -f[0].share, -f[0].regularity, f[0].kind != "loop",
                                   f[0].file, f[0].line, f[0].thread))
+        steps = [f for f in found if f[0].role == "step" and f[0].repeats >= 3]
+        if steps:  # (the widest first): of those about as wide, one that always held one, then the innermost
+            same = [f for f in steps if f[0].share >= steps[0][0].share - NEAR]
+            same.sort(key=lambda f: (f[1] < f[0].repeats, -f[2]))
+            found = same + [f for f in found if not any(f is g for g in same)]
     else:
         found.sort(key=lambda f: (f[0].repeats < 3, -f[0].share * f[0].regularity, -f[0].share,  # 2 turns:
                                   f[0].kind != "loop", f[0].file, f[0].line, f[0].thread))  # 1 period, no spread
-    ranked = tuple(c for c, _ in found[:MOST])
+    ranked = tuple(f[0] for f in found[:MOST])
     chosen, why = None, ""
     if marker:
         seen = f"{n} {marker}s were seen" + (f" (one every {step:.3g} s)" if step else "")

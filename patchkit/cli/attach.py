@@ -148,6 +148,17 @@ def _interrupted(again: bool) -> None:
         "interrupted: putting the job's own code back (a window in progress closes at its next step)")
 
 
+def _pick(value: Optional[str]) -> Optional[str]:
+    """--pick's value: a number from 1, ``FILE:LINE`` or a function's name (matched against what the watch lists)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value or value.isdigit() and int(value) < 1 or len(value) > 512 or any(ch.isspace() for ch in value):
+        raise click.BadParameter(f"{value!r}: give a candidate's number (1, 2, ...), its place as listed "
+                                 "(FILE:LINE) or its function's name", param_hint="--pick")
+    return value
+
+
 def _finish(s, as_json: bool) -> None:
     for line in s.left:  # a request folder the bounds left behind
         say(printable(line))
@@ -173,7 +184,9 @@ def _finish(s, as_json: bool) -> None:
               "that runs once per optimizer step, or per model forward), write its recipe and record it")
 @click.option("--watch", "seconds", type=click.FloatRange(min=1, max=600), metavar="SECONDS",
               help="with --auto: watch at most this long  [default: 30]")
-@click.option("--pick", type=click.IntRange(min=1), metavar="K", help="with --auto: record candidate K instead")
+@click.option("--pick", callback=lambda ctx, param, v: _pick(v), metavar="K|FILE:LINE|NAME",
+              help="with --auto: record that candidate instead (its number, its place as listed, or its function's "
+              "name: a place or name holds across watches)")
 @click.option("--dry-run", is_flag=True, help="with --auto: watch and propose only (--save FILE writes the recipe)")
 @click.option("--save", metavar="FILE", help="with --auto: the recipe file to write  [default: ./auto-NAME.yaml]")
 @root_option

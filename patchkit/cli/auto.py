@@ -39,7 +39,7 @@ def _warm() -> None:
 
 
 def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[str], timeout: float,
-         backend: Optional[str], seconds: Optional[float], pick: Optional[int], dry_run: bool,
+         backend: Optional[str], seconds: Optional[float], pick: Optional[str], dry_run: bool,
          save: Optional[str]) -> Optional[List[str]]:
     """Watch, find the step, write its recipe: the arguments of the attach that records it, with the KEY=VALUE
     settings given (None: --dry-run)."""
@@ -98,7 +98,8 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
                           "watch longer (--watch SECONDS), or attach with a recipe of your own (`patchkit points` "
                           "shows a function's places)")
     if dry_run and not save:
-        say("--dry-run: nothing written, nothing recorded (--save FILE writes the recipe)")
+        say("--dry-run: nothing written, nothing recorded (--save FILE writes the recipe; --pick FILE:LINE, as "
+            "listed, records another candidate on the next watch)")
         return None
     if first.job is None:
         raise AttachError(f"pid {first.pid}: its files could not be found from /proc: no recipe written", None,
@@ -117,7 +118,7 @@ def auto(args: Sequence[str], steps: int, pids: Optional[str], match: Optional[s
 
 
 def on_every_node(address: str, args: Sequence[str], match: Optional[str], timeout: float, backend: Optional[str],
-                  seconds: Optional[float], pick: Optional[int], dry_run: bool,
+                  seconds: Optional[float], pick: Optional[str], dry_run: bool,
                   save: Optional[str]) -> Optional[List[str]]:
     """``attach --ray ADDRESS --match TEXT --auto``: every node watches its own processes and lists what it found;
     the first node whose step is clear writes the recipe from its job's files, which is saved here (``--save``, or
