@@ -463,7 +463,8 @@ def test_the_runtime_stays_while_a_call_still_runs_the_recipe_s_code_and_that_ca
     import threading
 
     train, site = job
-    monkeypatch.setattr(agent, "HOLD", 0.3)  # (600 s in a job; then a look every 10 s)
+    monkeypatch.setattr(agent, "SETTLE", 0.3)  # (5 s in a job; then, said, 600 s; then a look every 10 s)
+    monkeypatch.setattr(agent, "HOLD", 0.3)
     monkeypatch.setattr(agent, "LATER", 0.1)
     spec = decorating_spec(tmp_path, site, ENDS, steps=2, rid="pkjob-ends")
     inner, original = inner_of(train), inner_of(train).__code__

@@ -39,6 +39,7 @@ if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun
 train.RESPONSE, train.VOCAB = int(os.environ["DEMO_RESPONSE"]), int(os.environ["DEMO_VOCAB"])
 code = train.main(["--updates", "1"])  # 4 micro-batches: steps 0 (warm-up) to 3, the window closes at the 4th
 if dist.is_initialized():
+    dist.barrier()  # ranks that tear gloo down apart may abort (tests/attach_job.py)
     dist.destroy_process_group()
 sys.exit(code)
 """

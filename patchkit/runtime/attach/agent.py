@@ -41,7 +41,8 @@ from patchkit.runtime.attach.swap import Calls, Refused, in_flight, plan_swaps, 
 
 POLL = 0.05
 TELL = 1.0  # seconds between two statuses that only say a new count of calls
-HOLD, LATER = 600.0, 10.0  # seconds a restore waits for calls still in the recipe's code; then, between two looks
+SETTLE = 5.0  # seconds a restore waits for the call running the recipe's code (the window's last step) to end
+HOLD, LATER = 600.0, 10.0  # then, said, seconds it waits for calls still in the recipe's code; then, between looks
 RUNTIME = "_patchkit_runtime"
 STATUS, DETACH = "status.json", "detach"
 
@@ -288,17 +289,16 @@ class Attachment:
 
     def restore(self, why):
         self.calls.stop()
-        put_back(self.swaps, 0, POLL)
+        left = put_back(self.swaps, SETTLE, POLL)  # what still reads the name: removed, it would fail (NameError)
         ok = all(s.restored() for s in self.swaps)
         kept = [s.scope for s in self.swaps if getattr(s, "replaced", False)]
         if kept:  # a decorated attribute that something else replaced meanwhile: it stays
             why += f"; {', '.join(kept)} was replaced in the job meanwhile, and is left as it is"
-        self.report(State.RESTORED, why=why, original_code=ok)
-        left = put_back(self.swaps, HOLD, POLL)  # what still reads the name: removed, it would fail (NameError)
-        if left:
+        if left:  # "restored" is said once the job is as it was, or with what is left: never before
             said = f"{why}; the recipe's code is still in the job ({', '.join(left)}): {RUNTIME} stays until it is out"
-            self.report(State.RESTORED, why=said, original_code=all(s.restored() for s in self.swaps), clean=False)
-            say(f"{self.recipe}: {said}")
+            say(f"{self.recipe}: {said}")  # (said first: once it is reported, the job may end at once)
+            self.report(State.RESTORED, why=said, original_code=ok, clean=False)
+            left = put_back(self.swaps, HOLD, POLL)
         while left:
             time.sleep(LATER)
             left = put_back(self.swaps, 0, POLL)
@@ -307,5 +307,5 @@ class Attachment:
                 del vars(module)[RUNTIME]
         if ACTIVE.get(self.recipe) is self:  # (a test's fixture may have let another attach of the recipe in)
             del ACTIVE[self.recipe]
-        self.report(State.RESTORED, why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
         say(f"{self.recipe}: {why}; the job's own code is back ({', '.join(self.targets)})")
+        self.report(State.RESTORED, why=why, original_code=ok and all(s.restored() for s in self.swaps), clean=True)
