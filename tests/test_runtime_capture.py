@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-import tempfile
 import warnings
 
 import pytest
@@ -19,8 +18,13 @@ from runtime_helpers import (SCHEDULES, Recorder, lines, profiler_steps, setting
                              trace_files)
 from runtime_helpers import no_profiler_left_running, recorder  # noqa: E402,F401  (fixtures)
 
-# save paths nothing is written to but the capture manifests: a temporary folder, never the working directory
-UNUSED = tempfile.mkdtemp(prefix="patchkit-test-")
+
+
+@pytest.fixture(scope="module")
+def unused(tmp_path_factory):
+    """A save path nothing is written to but the capture manifests: pytest's, never the working directory."""
+    return str(tmp_path_factory.mktemp("unused"))
+
 
 pytestmark = pytest.mark.usefixtures("no_profiler_left_running")
 
@@ -65,11 +69,11 @@ PER_STEP = ("step_enter", "step_exit")
 
 @pytest.mark.parametrize("per_step", [True, False], ids=["per-step-sections", "advance-only"])
 @pytest.mark.parametrize("sched", SCHEDULES[::3])
-def test_runtime_drives_the_schedule(recorder, sched, per_step, capsys):
+def test_runtime_drives_the_schedule(recorder, sched, per_step, capsys, unused):
     """Windows open at each cycle's first recorded step and close after its last; then the key is finished."""
     if not per_step:
         recorder.sections = tuple(s for s in backends.SECTIONS if s not in PER_STEP)
-    runtime.configure("r", **settings(UNUSED, backend="recorder", **sched))
+    runtime.configure("r", **settings(unused, backend="recorder", **sched))
     calls = 40
     for _ in range(calls):
         runtime.step("r")
@@ -141,9 +145,9 @@ def events(n, wait, warmup, active, repeat, skip_first):
 @hypothesis.settings(max_examples=300, deadline=None)
 @hypothesis.given(wait=st.integers(0, 6), warmup=st.integers(0, 4), active=st.integers(1, 6),
                   repeat=st.integers(0, 3), skip_first=st.integers(0, 8), n=st.integers(0, 80))
-def test_no_schedule_event_falls_between_two_events(wait, warmup, active, repeat, skip_first, n):
+def test_no_schedule_event_falls_between_two_events(wait, warmup, active, repeat, skip_first, n, unused):
     sched = (wait, warmup, active, repeat, skip_first)
-    cap = Capture("k", dict(settings(UNUSED), wait=wait, warmup=warmup, active=active, repeat=repeat,
+    cap = Capture("k", dict(settings(unused), wait=wait, warmup=warmup, active=active, repeat=repeat,
                             skip_first=skip_first), 0)
     nxt = cap._next_event(n)
     assert nxt > n
@@ -154,7 +158,8 @@ def test_no_schedule_event_falls_between_two_events(wait, warmup, active, repeat
 @hypothesis.given(wait=st.integers(0, 4), warmup=st.integers(0, 3), active=st.integers(1, 5),
                   repeat=st.integers(0, 3), skip_first=st.integers(0, 6), calls=st.integers(1, 40),
                   per_step=st.booleans())
-def test_quick_steps_run_exactly_what_the_full_path_runs(wait, warmup, active, repeat, skip_first, calls, per_step):
+def test_quick_steps_run_exactly_what_the_full_path_runs(wait, warmup, active, repeat, skip_first, calls, per_step,
+                                                         unused):
     """The same calls with every step forced down the full path give the same code runs, messages and report."""
     sched = dict(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
 
@@ -168,7 +173,7 @@ def test_quick_steps_run_exactly_what_the_full_path_runs(wait, warmup, active, r
             mp.setitem(backends._REGISTRY, "recorder", rec)
             if not quick:
                 mp.setattr(Capture, "quick_step", lambda self: False)
-            runtime.configure("q", **settings(UNUSED, backend="recorder", **sched))
+            runtime.configure("q", **settings(unused, backend="recorder", **sched))
             for _ in range(calls):
                 runtime.step("q")
             runtime._at_exit()
@@ -179,7 +184,7 @@ def test_quick_steps_run_exactly_what_the_full_path_runs(wait, warmup, active, r
     assert run(quick=True) == run(quick=False)
 
 
-def test_steps_inside_a_long_window_do_no_schedule_arithmetic(recorder, monkeypatch, capsys):
+def test_steps_inside_a_long_window_do_no_schedule_arithmetic(recorder, monkeypatch, capsys, unused):
     """Opening a window of 10**5 steps and stepping in it costs a handful of schedule look-ups, not one a step."""
     recorder.sections = ("advance", "window_open", "window_close", "end")
     looked_up = []
@@ -190,7 +195,7 @@ def test_steps_inside_a_long_window_do_no_schedule_arithmetic(recorder, monkeypa
         return real(*args)
 
     monkeypatch.setattr(backends, "schedule_action", counted)
-    runtime.configure("long", **settings(UNUSED, backend="recorder", wait=1, active=10**5))
+    runtime.configure("long", **settings(unused, backend="recorder", wait=1, active=10**5))
     for _ in range(1001):
         runtime.step("long")
     assert [s for name, s in recorder.log if name == "advance"] == list(range(1, 1001))
