@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from types import SimpleNamespace as NS
 
 import pytest
@@ -78,7 +77,6 @@ def test_an_interrupt_asks_the_watcher_out(job, monkeypatch):
         if a.state == "watching":
             raise KeyboardInterrupt
 
-    started = time.time()
     assert not auto.watch(s, interrupted)
     assert s.watches == {}
     assert not os.path.exists(s.attached[0].folder.base)

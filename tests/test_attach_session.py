@@ -152,8 +152,8 @@ def test_with_match_the_checks_have_one_bound_and_a_process_still_being_checked_
             return passover.Passed(pid, "", AttachError("late", session.where(pid)))
         return Target(session.read(pid), Interpreter((3, 11, 7), False, sys.executable, ""), "gdb", "gdb")
 
-    monkeypatch.setattr(session, "checked", checked)
-    monkeypatch.setattr(session, "CHECKS", 1.0)
+    monkeypatch.setattr(passover, "checked", checked)
+    monkeypatch.setattr(passover, "CHECKS", 1.0)
     try:
         s = session.Session([hers.pid, os.getpid()], str(helpers.recipe(tmp_path, "logged")), root=str(site), steps=2)
         s.prepare(pass_over=True)

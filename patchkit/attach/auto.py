@@ -14,11 +14,10 @@ whose recipe is written first, and :func:`agree` says each process whose step di
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from patchkit.attach import autorecipe, jobpath, passover, payload, watchread
-from patchkit.attach.passover import CHECKS, Passed, checked, for_every_process, nothing_left
+from patchkit.attach import autorecipe, jobpath, payload, watchread
+from patchkit.attach.passover import check_all, nothing_left
 from patchkit.attach.process import AttachError
 from patchkit.attach.session import Attached, Session
 from patchkit.runtime.attach.protocol import State
@@ -45,20 +44,7 @@ class Watching(Session):
         from patchkit.engine.lines import LINES
 
         self.pass_over, self.passed = pass_over, []
-        pids = sorted(self.pids, key=lambda pid: not passover.own(pid))
-        pool = ThreadPoolExecutor(max_workers=8)
-        try:
-            checks = [pool.submit(checked, pid, LINES) for pid in pids]
-            wait(checks, timeout=CHECKS if pass_over else None)
-        finally:
-            pool.shutdown(wait=not pass_over, cancel_futures=True)
-        found = [c.result() if c.done() and not c.cancelled() else passover.unchecked(pid, CHECKS)
-                 for pid, c in zip(pids, checks)]
-        refused = [p.error for p in found if isinstance(p, Passed) and (not pass_over or for_every_process(p.error))]
-        if refused:
-            raise refused[0]
-        self.passed = [p for p in found if isinstance(p, Passed)]
-        targets = [t for t in found if not isinstance(t, Passed)]
+        self.passed, targets = check_all(self.pids, LINES, pass_over)
         if not targets:
             raise nothing_left([(p.pid, p.why) for p in self.passed])
         self.spec = {"format": payload.FORMAT, "recipe": REQUEST, "lines": LINES, "save_path": "",

@@ -12,7 +12,8 @@ other check, so no helper runs for it and no gdb stops it; its Python children a
 Anything less certain is left to the checks (a Python launcher not in the table is passed over once its agent
 says it has not imported the recipe's module).  :func:`checked` checks one process (a launcher first, then
 stopped, then every check of :func:`patchkit.attach.access.check`) and never raises: it returns the target, or
-the refusal as :class:`Passed`.  :func:`for_every_process` tells the refusals that are the same for every process (gdb
+the refusal as :class:`Passed`; :func:`check_all` checks every process found, in parallel and bounded.
+:func:`for_every_process` tells the refusals that are the same for every process (gdb
 missing, the kernel's Yama setting), which still refuse the command; :func:`nothing_left` is the error when
 every process was passed over, each named with why, on one line.
 """
@@ -20,7 +21,7 @@ every process was passed over, each named with why, on one line.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from patchkit.attach import access
 from patchkit.attach.process import (AttachError, Process, ancestors, children, invocation, python_name, read,
@@ -171,6 +172,29 @@ def unchecked(pid: int, seconds: float) -> Passed:
         command = ""
     return Passed(pid, command, AttachError(f"process {pid} was not checked within {seconds:g} s (its user's helper "
                                             "did not answer in time)", where(pid)))
+
+
+def check_all(pids: Sequence[int], lines: int, pass_over: bool,
+              meanwhile: Callable[[Sequence[int]], None] = lambda pids: None) -> Tuple[List[Passed], List[access.Target]]:
+    """Every process's own checks, 8 at a time (this user's first: checked before decoys; ``meanwhile`` runs with
+    them, given that order): (those passed over, the targets).  Their first refusal raises, unless ``pass_over``
+    (``--match``) and it is the process's own, not :func:`for_every_process`'s; with ``pass_over``, a check still
+    going on after :data:`CHECKS` seconds passes its process over."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    pids = sorted(pids, key=lambda pid: not own(pid))
+    pool = ThreadPoolExecutor(max_workers=8)
+    try:
+        checks = [pool.submit(checked, pid, lines) for pid in pids]
+        meanwhile(pids)
+        wait(checks, timeout=CHECKS if pass_over else None)
+    finally:  # past the bound (--match), a check still going on is that process's, passed over below
+        pool.shutdown(wait=not pass_over, cancel_futures=True)
+    found = [c.result() if c.done() and not c.cancelled() else unchecked(pid, CHECKS) for pid, c in zip(pids, checks)]
+    refused = [p.error for p in found if isinstance(p, Passed) and (not pass_over or for_every_process(p.error))]
+    if refused:
+        raise refused[0]  # a process's comes first
+    return [p for p in found if isinstance(p, Passed)], [t for t in found if not isinstance(t, Passed)]
 
 
 def for_every_process(exc: AttachError) -> bool:

@@ -16,11 +16,11 @@ an unreadable status fails that process, in one line, and asks it out); the fold
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from patchkit.attach import access, channel, gdbrun, inject, passover, payload, plans
-from patchkit.attach.passover import CHECKS, Passed, checked, for_every_process, nothing_left
+from patchkit.attach.passover import Passed, check_all, nothing_left
 from patchkit.attach.process import AttachError, Process, alive, read, where
 from patchkit.attach.records import DONE, POLL, ask_detach, read_status, records_dir, write_record
 from patchkit.core.errors import PatchkitError
@@ -75,24 +75,11 @@ class Session:
 
         self.pass_over, self.passed = pass_over, []
         s = payload.settings(self.recipe, self.overrides, self.backend, self.steps)
-        pids = sorted(self.pids, key=lambda pid: not passover.own(pid))  # this user's first: checked before decoys
         self.plans = plans.Plans(s, self.steps, self.root, self.versions)
-        self.plans.find(pids)
-        pool = ThreadPoolExecutor(max_workers=8)
-        try:
-            checks = [pool.submit(checked, pid, LINES) for pid in pids]
-            self.plans.plan([pid for pid in pids if passover.own(pid)] or pids[:1])  # others' once checked
-            wait(checks, timeout=CHECKS if pass_over else None)
-        finally:  # past the bound (--match), a check still going on is that process's, passed over below
-            pool.shutdown(wait=not pass_over, cancel_futures=True)
-        found = [c.result() if c.done() and not c.cancelled() else passover.unchecked(pid, CHECKS)
-                 for pid, c in zip(pids, checks)]  # each a Target, or its refusal (Passed)
-        refused = [p.error for p in found if isinstance(p, Passed)]
-        refused = [e for e in refused if not pass_over or for_every_process(e)]
-        if refused:
-            raise refused[0]  # a process's comes first
-        self.passed = [p for p in found if isinstance(p, Passed)]
-        targets = self._planned([t for t in found if not isinstance(t, Passed)])
+        self.plans.find(self.pids)
+        self.passed, found = check_all(self.pids, LINES, pass_over, lambda pids: self.plans.plan(
+            [pid for pid in pids if passover.own(pid)] or pids[:1]))  # others' once checked
+        targets = self._planned(found)
         unread: Dict[int, AttachError] = {}
         for spec, group in plans.groups({t.proc.pid: self.plans.spec(t.proc.pid) for t in targets}):
             unread.update(access.owners_read([t for t in targets if t.proc.pid in group], spec))
