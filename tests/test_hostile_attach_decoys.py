@@ -313,7 +313,7 @@ def test_her_stopping_the_helper_run_as_her_passes_only_her_processes_over_withi
     sign, mode = "SIGSTOP", "each"  # every question asked as her, stopped (tests/test_attach_session.py: the bound)
     job, site, python = launched
     hers = pythons_of_hers(stranger, token, 12)
-    stale = {pid: set(folders(pid)) for pid in [python, *(p.pid for p in hers)]}  # an earlier process's, same pid
+    stale = {pid: set(folders(pid)) for pid in [python, *(p.pid for p in hers)]}  # an earlier process's, its pid
     watcher = subprocess.Popen([SYSTEM, "-c", WATCHER, sign, "import_error", mode], user=stranger.uid, group=stranger.gid,
                                extra_groups=[], cwd=stranger.sticky, env={"PATH": os.defpath},
                                stdin=subprocess.DEVNULL)

@@ -7,8 +7,9 @@ folder and channel) with a request to watch instead of a recipe: the agent start
 (:mod:`patchkit.attach.watchread`) before the folders go; an interrupt asks every watcher out and exits as
 attach does.  :func:`found` finds each process's step (:mod:`patchkit.attach.stepfind`) on the job's own files,
 read as a stranger's (:func:`patchkit.attach.autorecipe.source`), and :func:`chosen` the candidate to record:
-``--pick`` (a number, a place or a function's name), or the one found; :func:`listing` says it all, one line each; :func:`clear_first` puts the process
-whose recipe is written first, and :func:`agree` says each process whose step differs from its.
+``--pick`` (a number, a place or a function's name), or the one found; :func:`listing` says it all, one line
+each; :func:`clear_first` puts the process whose recipe is written first, and :func:`agree` says each process
+whose step differs from its.
 """
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ def unchecked(pid: int, seconds: float) -> Passed:
                                             "did not answer in time)", where(pid)))
 
 
-def check_all(pids: Sequence[int], lines: int, pass_over: bool,
-              meanwhile: Callable[[Sequence[int]], None] = lambda pids: None) -> Tuple[List[Passed], List[access.Target]]:
+def check_all(pids: Sequence[int], lines: int, pass_over: bool, meanwhile: Callable[[Sequence[int]], None] =
+              lambda pids: None) -> Tuple[List[Passed], List[access.Target]]:
     """Every process's own checks, 8 at a time (this user's first: checked before decoys; ``meanwhile`` runs with
     them, given that order): (those passed over, the targets).  Their first refusal raises, unless ``pass_over``
     (``--match``) and it is the process's own, not :func:`for_every_process`'s; with ``pass_over``, a check still

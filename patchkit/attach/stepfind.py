@@ -18,7 +18,7 @@ job's files (``source_of``: the caller's checked reader, ``None`` for a file not
 - the step is a candidate each of whose repetitions holds exactly one marker (of those, the one that covers the
   most of the job's time: a loop's turn loading its batch over a helper it calls; of those that cover about as
   much, within :data:`NEAR`, one whose every repetition held one, then the innermost: a chain of calls that each
-  hold the step, as Lightning's ``_call_lightning_module_hook`` → ``LightningModule.optimizer_step`` → ... →
+  hold the step, as Lightning's ``_call_lightning_module_hook``, ``LightningModule.optimizer_step``, ...,
   ``Precision.optimizer_step``, starts with the generic ones, which are called for other things too, a step each
   time); the others are ``inner``
   (micro-batches, a helper called per micro-batch: as many per step as were seen start per marker) or ``outer``
