@@ -252,11 +252,11 @@ def _choose(w: Checked, marker: str, n: int, step: Optional[float],
         steps = [i for i, c in enumerate(ranked) if c.role == "step" and c.repeats >= 3]
         if steps:
             chosen, best = steps[0], ranked[steps[0]]
-            why = (f"each {_what(best)} holds exactly one {marker} ({found[chosen][1]} of {best.repeats}), and "
+            why = (f"each {what(best)} holds exactly one {marker} ({found[chosen][1]} of {best.repeats}), and "
                    f"covers {best.share:.0%} of the job's time")
         elif ranked:
             why = (f"{seen}, but no function or loop holds exactly one each, 3 times or more; each "
-                   f"{_what(ranked[0])} holds {ranked[0].holds}")
+                   f"{what(ranked[0])} holds {ranked[0].holds}")
         else:
             why = f"{seen}, but no function or loop repeated 3 times in {w.span:.1f} s"
     elif ranked and ranked[0].share >= 0.3 and ranked[0].regularity >= 0.5 and ranked[0].repeats >= 3:
@@ -271,7 +271,8 @@ def _choose(w: Checked, marker: str, n: int, step: Optional[float],
     return Found(ranked, chosen, why, marker, _top(w))
 
 
-def _what(c: Candidate) -> str:
+def what(c: Candidate) -> str:
+    """One repetition of the candidate, in words."""
     return f"turn of the loop at line {c.line} of {c.qualname}" if c.kind == "loop" else f"call of {c.qualname}"
 
 
