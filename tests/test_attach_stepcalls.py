@@ -65,15 +65,15 @@ def test_a_caller_no_point_can_name_is_none():
     assert call_sites(watch(), lambda f: NS())[1][0].code == ""  # a reader that answers nonsense reads nothing
 
 
-def test_a_step_covering_less_than_half_of_the_call_site_s_spans_gives_way_to_it():
+def test_a_step_lasting_less_than_half_of_its_period_gives_way_to_the_call_site():
     """A wrapper of the optimizer's step (its calls seen often enough to be a candidate) holds one step each and
     little else: a span from one call of the optimizer to the next holds the whole step."""
-    wrapper = cand("function", "step", 9)._replace(qualname="Trainer.optimizer_step", share=0.3)
+    wrapper = cand("function", "step", 9)._replace(qualname="Trainer.optimizer_step", covers=0.3)
     found = with_call_sites(Found((wrapper,), 0, "wrapper", "optimizer step", ()), watch(), read)
     assert [c.kind for c in found.candidates] == ["call", "function"] and found.chosen == 0
-    assert found.why == ("each optimizer step is called at line 5 of train (8 seen, one every 0.1 s), so a step after "
-                         "that call holds exactly one, and covers 70% of the job's time, where each call of "
-                         "Trainer.optimizer_step covers 30%")
-    half = wrapper._replace(share=0.35)  # half of the call site's 70%: kept
-    kept = with_call_sites(Found((half,), 0, "wrapper", "optimizer step", ()), watch(), read)
-    assert [c.kind for c in kept.candidates] == ["function", "call"] and kept.chosen == 0 and kept.why == "wrapper"
+    assert found.why == ("each call of Trainer.optimizer_step holds one too, but lasts only 30% of the time from one "
+                         "to the next: each optimizer step is called at line 5 of train (8 seen, one every 0.1 s), "
+                         "so a step after that call holds exactly one")
+    half = wrapper._replace(covers=0.5)  # the step function of a job that loads its batch half of the time: kept
+    kept = with_call_sites(Found((half,), 0, "step", "optimizer step", ()), watch(), read)
+    assert [c.kind for c in kept.candidates] == ["function", "call"] and kept.chosen == 0 and kept.why == "step"

@@ -346,6 +346,7 @@ def test_a_step_function_called_once_a_step_from_the_module_s_loop():
     assert found.chosen == 0 and (best.kind, best.qualname, best.line) == ("function", "train_step", 4)
     assert (best.role, best.per_step, best.repeats, best.holds) == ("step", 1.0, 19, "one optimizer step")
     assert best.period == pytest.approx(0.067, abs=0.005) and best.share == pytest.approx(55 / 67, abs=0.03)
+    assert best.covers == pytest.approx(55 / 67, abs=0.05)  # each call lasts that much of its period
     assert found.why.startswith("each call of train_step holds exactly one optimizer step (19 of 19), and covers ")
 
 
@@ -752,6 +753,7 @@ def test_a_step_candidate_much_wider_than_an_inner_one_is_still_chosen():
     found = find(job.watch(), job.source_of)
     best = found.candidates[found.chosen]
     assert (best.kind, best.qualname) == ("loop", "train") and best.share - by(found, "function", 9).share > 0.1
+    assert best.covers == 1.0  # a turn lasts until the next
 
 
 STEP_LOOP = '''\

@@ -7,8 +7,9 @@ micro-batch loop, since both turn at the same lines).  :func:`call_sites` makes 
 kind ``call``: each repetition, from one call to the next, holds exactly one marker by construction, so its role
 is ``step``; the recipe puts a step after that call (``after_call``).  :func:`with_call_sites` adds them to what
 :func:`patchkit.attach.stepfind.find` found, after the loops and functions that hold one step each, and chooses
-the first when none of those was chosen, or when the one chosen covers less than half as much of the job's time
-(a wrapper of the optimizer's step: its spans would hold the step and nothing of the forward or backward).
+the first when none of those was chosen, or when each repetition of the one chosen lasts less than half of the
+time from one to the next (a wrapper of the optimizer's step: its spans would hold the step and nothing of the
+forward or backward).
 """
 
 from __future__ import annotations
@@ -62,21 +63,21 @@ def _line(source_of: Callable[[str], Optional[str]], file: str, line: int) -> st
 
 def with_call_sites(found: Found, watch: Any, source_of: Callable[[str], Optional[str]]) -> Found:
     """``found`` with the call sites among its candidates: after those that hold one step each; chosen, with why,
-    when nothing else was, or when what was covers less than half of what the call site's spans cover (a wrapper
-    of the optimizer's step, whose calls hold one and little else)."""
+    when nothing else was, or when what was lasts less than half of the time from one of its repetitions to the
+    next (a wrapper of the optimizer's step, whose calls hold one and little else)."""
     marker, calls = call_sites(watch, source_of)
     if not calls:
         return found
     steps = [c for c in found.candidates if c.role == "step"]
     first = calls[0]
     best = found.candidates[found.chosen] if found.chosen is not None else None
-    if best is not None and best.share >= first.share / 2:
+    if best is not None and best.covers >= 0.5:
         ranked = tuple(steps + calls + [c for c in found.candidates if c.role != "step"])[:20]
         return found._replace(candidates=ranked, chosen=ranked.index(best))
     ranked = tuple(calls + steps + [c for c in found.candidates if c.role != "step"])[:20]
     where = (f"each {marker} is called at line {first.line} of {first.qualname} ({first.repeats + 1} seen, one every "
              f"{first.period:.3g} s), so a step after that call holds exactly one")
     why = (f"no loop or function holds exactly one {marker}: {where}" if best is None else
-           f"{where}, and covers {first.share:.0%} of the job's time, where each {what(best)} covers "
-           f"{best.share:.0%}")
+           f"each {what(best)} holds one too, but lasts only {best.covers:.0%} of the time from one to the next: "
+           f"{where}")
     return found._replace(candidates=ranked, chosen=ranked.index(first), why=why)

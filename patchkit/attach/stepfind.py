@@ -58,6 +58,7 @@ class Candidate(NamedTuple):
     per_step: Optional[float]  # markers per complete repetition (mean); None when there are no markers
     holds: str  # what one repetition holds, in words
     role: str  # "step", "inner", "outer", or "" (no markers, or none of those)
+    covers: float = 1.0  # the median share of its period one repetition lasts (a loop's turn lasts until the next)
 
 
 class Found(NamedTuple):
@@ -194,9 +195,12 @@ def find(watch: Any, source_of: Callable[[str], Optional[str]]) -> Found:
         role, holds = _role(marker, per_step, held, period / step if step and period else 0.0,
                             rep.seen / len(times) if times else 0.0)
         file, _, qualname = w.codes[rep.code]
+        lasts = _median([w.calls[c][5] - w.calls[c][4] + w.interval for c in rep.counts]) \
+            if rep.kind == "function" else period
         found.append((Candidate(rep.kind, file, qualname, rep.line, sources.line(file, rep.line),
                                 w.threads[rep.thread], len(held), round(period, 6), round(regular, 4),
-                                round(rep.share, 4), per_step, holds, role),
+                                round(rep.share, 4), per_step, holds, role,
+                                round(min(1.0, lasts / period), 4) if period > 0 else 1.0),
                       held.count(1), _depth(w, rep)))
     return _choose(w, marker, len(times), step, found)
 
