@@ -130,8 +130,9 @@ def test_a_micro_batch_picked_holds_one_forward_and_one_backward(tmp_path, jobs)
     listed = patchkit(tmp_path, "attach", job.pid, "--auto", "--dry-run")
     (place,) = re.findall(r"^ +\d+ +function +(auto_nested_job\.py:\d+) .* in micro_step$", listed.stderr, re.M)
     assert "1/2 of an optimizer step (a micro-batch: 2 per step)" in listed.stderr
-    done = patchkit(tmp_path, "attach", job.pid, "--auto", "--pick", place, "--steps", "3")  # (a number is
-    assert re.search(rf"^pid \d+: chosen \d+: --pick {place}$", done.stderr, re.M)  # this watch's listing's only)
+    # picked by its place, which holds from this watch to the next (a number is one listing's only)
+    done = patchkit(tmp_path, "attach", job.pid, "--auto", "--pick", place, "--steps", "3")
+    assert re.search(rf"^pid \d+: chosen \d+: --pick {place}$", done.stderr, re.M)
     held = spans(tmp_path, "auto-micro-step")  # (the optimizer's step, between two micro-batches, falls in one)
     assert [(c["job-forward"], c["job-backward"]) for c in held] == [(1, 1)] * 3
     only_ours(job.finish()[1])
