@@ -85,6 +85,42 @@ def test_an_unreadable_status_fails_that_process_in_one_line_and_asks_it_out():
     assert s.close() == [] and not os.path.exists(a.folder.base)
 
 
+def test_restored_is_done_once_it_says_clean_or_the_job_ended_or_past_the_bound(monkeypatch):
+    """The agent says "restored" as soon as the code is back (a job may end at once), then "clean" once the name it
+    put in the module is out too: the command waits for that, not for a job that ended, and not for ever."""
+    from types import SimpleNamespace
+
+    from patchkit.attach import payload
+    from patchkit.attach.process import read
+
+    me = read(os.getpid())
+    a = session.Attached(SimpleNamespace(proc=me), payload.folder(me, {"recipe": "r"}, ""))
+    a.state = "recording"
+    s = session.Session([me.pid], "r")
+    s.attached = [a]
+
+    def says(**status):
+        with open(os.path.join(a.folder.out, "status.json"), "w") as handle:
+            json.dump(dict({"state": "restored", "original_code": True}, **status), handle)
+        s.poll()
+
+    try:
+        says()
+        assert a.state == "restored" and not a.done and not s.wait(timeout=0.2)  # this process lives on
+        says(clean=False)  # a call still in the recipe's code: said, and done
+        assert a.done
+        a.status, a.state = {}, "recording"
+        says()
+        monkeypatch.setattr(session, "alive", lambda proc: False)  # the job ended before it said "clean"
+        assert a.done
+        monkeypatch.setattr(session, "alive", lambda proc: True)
+        assert not a.done
+        a.settled_by = time.monotonic() - 1  # past the bound (a job that never says it)
+        assert a.done and s.wait(timeout=1)
+    finally:
+        s.close()
+
+
 @pytest.mark.skipif(bool(helpers.gdb_missing()), reason=helpers.gdb_missing() or "")
 def test_the_capture_s_folder_is_the_save_path_resolved_in_the_job_s_working_folder_at_injection(tmp_path,
                                                                                                 monkeypatch):

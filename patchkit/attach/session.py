@@ -4,7 +4,8 @@
 (:func:`patchkit.attach.access.check`, one process after the other, while the recipe is planned) before
 anything is injected; :meth:`Session.inject` writes each process's request folder and queues the code;
 :meth:`Session.wait` follows what each agent writes (attached, recording, restored, refused, failed) until
-every one is done, calling ``on_change`` at each change; :meth:`Session.detach` asks every agent to put the
+every one is done (restored: once it also says ``clean``, the name it put in the job out too; or its job ended,
+or :data:`SETTLING` passed), calling ``on_change`` at each change; :meth:`Session.detach` asks every agent to put the
 job's own code back (a window in progress is closed at its next step and its trace kept).
 
 While attached, a record in the state folder names the request folder, so ``patchkit attach --status PID`` and
@@ -29,6 +30,7 @@ from patchkit.runtime.attach import protocol
 
 
 ORDER = protocol.ORDER  # the agent's states in the order it writes them
+SETTLING = 10.0  # seconds "restored" waits for "clean" (the agent says it within runtime.attach.agent.SETTLE, 5 s)
 
 
 class Attached:
@@ -42,6 +44,7 @@ class Attached:
         self.state = "queued"
         self.closed = False  # its request folder and record removed (Session.close)
         self.save_folder = ""  # the capture's folder, as this user named it (the recipe's save path), at injection
+        self.settled_by = 0.0  # (monotonic) "restored" is done without "clean" after this, or once the job ended
 
     @property
     def pid(self) -> int:
@@ -49,6 +52,8 @@ class Attached:
 
     @property
     def done(self) -> bool:
+        if self.state == protocol.State.RESTORED and "clean" not in self.status:  # the code is back; its "clean" (the name
+            return time.monotonic() > self.settled_by or not alive(self.target.proc)  # out of the job) said soon
         return self.state in DONE
 
 
@@ -154,13 +159,15 @@ class Session:
                 if a.state == "queued":
                     payload.withdraw(a.folder)  # read and checked by now: the request goes
             if state != a.state:
+                if state == protocol.State.RESTORED:
+                    a.settled_by = time.monotonic() + SETTLING
                 a.state = state
                 if on_change is not None:
                     on_change(a)
 
     def wait(self, on_change: Optional[Callable[[Attached], None]] = None, timeout: Optional[float] = None,
-             until: Sequence[str] = DONE) -> bool:
-        """Poll until each process is in a state of ``until`` (or done); False when ``timeout`` passed first.
+             until: Sequence[str] = ()) -> bool:
+        """Poll until each process is done, or in a state of ``until``; False when ``timeout`` passed first.
         A process whose agent never answered within ``timeout`` of being asked is "no answer"."""
         start = time.time()
         while True:

@@ -289,12 +289,14 @@ class Attachment:
 
     def restore(self, why):
         self.calls.stop()
-        left = put_back(self.swaps, SETTLE, POLL)  # what still reads the name: removed, it would fail (NameError)
+        put_back(self.swaps, 0, POLL)
         ok = all(s.restored() for s in self.swaps)
         kept = [s.scope for s in self.swaps if getattr(s, "replaced", False)]
         if kept:  # a decorated attribute that something else replaced meanwhile: it stays
             why += f"; {', '.join(kept)} was replaced in the job meanwhile, and is left as it is"
-        if left:  # "restored" is said once the job is as it was, or with what is left: never before
+        self.report(State.RESTORED, why=why, original_code=ok)  # (a job may end now:) the code is back, and the
+        left = put_back(self.swaps, SETTLE, POLL)  # command waits for "clean", once nothing reads the name
+        if left:  # (removed while a call still runs the recipe's code, it would fail: NameError)
             said = f"{why}; the recipe's code is still in the job ({', '.join(left)}): {RUNTIME} stays until it is out"
             say(f"{self.recipe}: {said}")  # (said first: once it is reported, the job may end at once)
             self.report(State.RESTORED, why=said, original_code=ok, clean=False)
