@@ -268,18 +268,17 @@ def test_auto_finds_the_mini_batch_loop_on_both_ranks_and_records_one_mini_batch
                        "loop": points[0]["loop"]}] and int(chosen) > 0
 
 
-def test_auto_with_the_micro_batch_loop_picked_records_one_micro_batch_a_span(job, tmp_path_factory):
+def test_auto_with_the_micro_batch_forward_picked_records_one_micro_batch_a_span(job, tmp_path_factory):
     job.wait_rounds(READY)
     listed = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--dry-run").stderr
-    # the micro-batch loop where its turns are far enough apart for the looks to tell them apart, else the forward
-    # of each micro-batch (a span from one forward to the next holds that micro-batch's forward and backward)
-    micro = r"^ +\d+ +(?:loop +(dp_actor\.py:\d+) +for micro_batch in micro_batches:|function +(dp_actor\.py:\d+) " \
-            r"+def _forward_micro_batch\().*$"  # picked by its place: the numbers are one watch's listing's only
+    # each micro-batch's forward: a span from one to the next holds that micro-batch's forward and backward.  Picked
+    # by its name, which holds from one watch to the next; the micro-batch loop is listed only where its turns are
+    # far enough apart for the looks to tell them apart, which one watch of a busy machine saw and the next did not
     ranks = re.split(r"^pid \d+: watched ", listed, flags=re.M)[1:]
-    picks = ["".join(m) for m in re.findall(micro, ranks[0], re.M)][:1]  # the first rank's (the other's is said)
-    assert len(ranks) == 2 and picks, listed
-    done = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--pick", picks.pop(), "--steps",
-                             "2", "--json", "--save", str(job.tmp / "auto-micro.yaml"),
+    assert len(ranks) == 2 and all(re.search(r"^ +\d+ +function +dp_actor\.py:\d+ +def _forward_micro_batch\(", rank,
+                                             re.M) for rank in ranks), listed
+    done = realverl.patchkit(job.user, "attach", "--match", str(job.out), "--auto", "--pick", "_forward_micro_batch",
+                             "--steps", "2", "--json", "--save", str(job.tmp / "auto-micro.yaml"),
                              "profiler.save_path=%s" % job.traces)
     statuses = [s for s in json.loads(done.stdout) if s["state"] != "passed over"]
     assert [s["captures"][0]["recorded"] for s in statuses] == [[[0, 1]]] * 2, done.stderr
