@@ -5,8 +5,8 @@
 anything is injected; :meth:`Session.inject` writes each process's request folder and queues the code;
 :meth:`Session.wait` follows what each agent writes (attached, recording, restored, refused, failed) until
 every one is done (restored: once it also says ``clean``, the name it put in the job out too; or its job ended,
-or :data:`SETTLING` passed), calling ``on_change`` at each change; :meth:`Session.detach` asks every agent to put the
-job's own code back (a window in progress is closed at its next step and its trace kept).
+or :data:`SETTLING` passed), calling ``on_change`` at each change; :meth:`Session.detach` asks every agent to
+put the job's own code back (a window in progress is closed at its next step and its trace kept).
 
 While attached, a record in the state folder names the request folder, so ``patchkit attach --status PID`` and
 ``patchkit detach PID`` (:mod:`patchkit.attach.records`) find the agent.  What the job writes is read through :mod:`patchkit.attach.channel` (typed, bounded;
@@ -52,8 +52,8 @@ class Attached:
 
     @property
     def done(self) -> bool:
-        if self.state == protocol.State.RESTORED and "clean" not in self.status:  # the code is back; its "clean" (the name
-            return time.monotonic() > self.settled_by or not alive(self.target.proc)  # out of the job) said soon
+        if self.state == protocol.State.RESTORED and "clean" not in self.status:  # the code is back; "clean" (the
+            return time.monotonic() > self.settled_by or not alive(self.target.proc)  # name out too) comes soon
         return self.state in DONE
 
 
